@@ -1,0 +1,55 @@
+// Emits one StableHLO function, `func.func public @main`, as MLIR text in the generic op form.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+
+namespace torchtpu::hlo {
+
+struct Value {
+  std::string name;  // "%3", "%arg0", "%5#1"
+  Shape shape;
+};
+
+class FunctionBuilder {
+ public:
+  using RegionBody =
+      std::function<std::vector<Value>(FunctionBuilder&, const std::vector<Value>& args)>;
+
+  Value parameter(const Shape& shape);
+  // One generic-form op: `%n = "name"(operands) {attributes} : (types) -> type`.
+  Value op(const std::string& name, const std::vector<Value>& operands, const Shape& result,
+           const std::string& attributes = "");
+  std::vector<Value> ops(const std::string& name, const std::vector<Value>& operands,
+                         const std::vector<Shape>& results, const std::string& attributes = "");
+  // An op with one single-block region whose arguments have `region_args` shapes (reduce, scatter).
+  std::vector<Value> op_with_region(const std::string& name, const std::vector<Value>& operands,
+                                    const std::vector<Shape>& results,
+                                    const std::vector<Shape>& region_args, const RegionBody& body,
+                                    const std::string& attributes = "");
+  Value constant(const Shape& shape, const std::string& dense_literal);
+
+  // The whole module, with `results` returned from @main in order.
+  std::string module(const std::vector<Value>& results) const;
+
+  // Attribute spellings.
+  static std::string i64_array(const std::vector<int64_t>& values);  // array<i64: 1, 2>
+  static std::string i64_list(const std::vector<int64_t>& values);   // [1, 2]
+  // An exact dense literal for one element: hex bits for floats, decimal for integers.
+  static std::string scalar_literal(ElementType type, double value);
+  static std::string integer_literal(ElementType type, int64_t value);
+
+ private:
+  std::string fresh_name();
+  void emit(const std::string& line);
+
+  std::vector<Shape> parameters_;
+  std::string body_;
+  std::string indent_ = "    ";
+  int next_id_ = 0;
+};
+
+}  // namespace torchtpu::hlo

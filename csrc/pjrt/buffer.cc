@@ -1,0 +1,58 @@
+#include "pjrt/buffer.h"
+
+#include "pjrt/client.h"
+
+namespace torchtpu::pjrt {
+
+Buffer::~Buffer() {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_Destroy_Args, args);
+  args.buffer = buffer_;
+  plugin_->api()->PJRT_Buffer_Destroy(&args);
+}
+
+PJRT_Buffer_Type Buffer::element_type() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_ElementType_Args, args);
+  args.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_ElementType, &args);
+  return args.type;
+}
+
+std::vector<int64_t> Buffer::dimensions() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_Dimensions_Args, args);
+  args.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_Dimensions, &args);
+  return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
+}
+
+size_t Buffer::on_device_size() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_OnDeviceSizeInBytes_Args, args);
+  args.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_OnDeviceSizeInBytes, &args);
+  return args.on_device_size_in_bytes;
+}
+
+void Buffer::to_host(void* dst, size_t dst_size) const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
+  args.src = buffer_;
+  args.dst = dst;
+  args.dst_size = dst_size;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_ToHostBuffer, &args);
+  Event(plugin_, args.event).await();
+}
+
+void Buffer::await_ready() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args, args);
+  args.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, &args);
+  Event(plugin_, args.event).await();
+}
+
+std::unique_ptr<Buffer> Buffer::copy_to(const Device& device) const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args, args);
+  args.buffer = buffer_;
+  args.dst_device = device.raw();
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_CopyToDevice, &args);
+  return std::make_unique<Buffer>(plugin_, args.dst_buffer);
+}
+
+}  // namespace torchtpu::pjrt

@@ -1,0 +1,38 @@
+// An owned PJRT_Buffer: an immutable array on one device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pjrt/event.h"
+
+namespace torchtpu::pjrt {
+
+class Device;
+
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<const Plugin> plugin, PJRT_Buffer* buffer)
+      : plugin_(std::move(plugin)), buffer_(buffer) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  PJRT_Buffer* raw() const { return buffer_; }
+  PJRT_Buffer_Type element_type() const;
+  std::vector<int64_t> dimensions() const;
+  size_t on_device_size() const;
+
+  // Copies the whole buffer into `dst` (dense, row-major) and waits for the copy.
+  void to_host(void* dst, size_t dst_size) const;
+  // Waits until the computation producing this buffer has finished (rethrowing its error).
+  void await_ready() const;
+  std::unique_ptr<Buffer> copy_to(const Device& device) const;
+
+ private:
+  std::shared_ptr<const Plugin> plugin_;
+  PJRT_Buffer* buffer_;
+};
+
+}  // namespace torchtpu::pjrt

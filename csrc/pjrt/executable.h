@@ -1,0 +1,35 @@
+// An owned PJRT_LoadedExecutable.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt/buffer.h"
+
+namespace torchtpu::pjrt {
+
+class Device;
+
+class Executable {
+ public:
+  Executable(std::shared_ptr<const Plugin> plugin, PJRT_LoadedExecutable* executable);
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  ~Executable();
+
+  size_t num_outputs() const { return num_outputs_; }
+  // Launches the program on `device` and returns at once; each output carries its ready event.
+  std::vector<std::unique_ptr<Buffer>> execute(const std::vector<PJRT_Buffer*>& arguments,
+                                               const Device& device) const;
+  // The plugin's serialized form of the compiled program (for the persistent cache).
+  std::string serialize() const;
+
+ private:
+  std::shared_ptr<const Plugin> plugin_;
+  PJRT_LoadedExecutable* loaded_;
+  PJRT_Executable* executable_ = nullptr;
+  size_t num_outputs_ = 0;
+};
+
+}  // namespace torchtpu::pjrt

@@ -1,0 +1,137 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "hlo/builder.h"
+#include "pjrt/client.h"
+#include "cpu_client.h"
+
+namespace torchtpu::pjrt {
+namespace {
+
+using testing::cpu_client;
+
+const char kAddProgram[] = R"(module @m {
+  func.func public @main(%a: tensor<3xf32>, %b: tensor<3xf32>) -> (tensor<3xf32>) {
+    %0 = "stablehlo.add"(%a, %b) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    "func.return"(%0) : (tensor<3xf32>) -> ()
+  }
+}
+)";
+
+std::vector<float> run_add(const Client& client, const Executable& exe, int device) {
+  float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+  auto ba = client.buffer_from_host(a, PJRT_Buffer_Type_F32, {3}, client.device(device));
+  auto bb = client.buffer_from_host(b, PJRT_Buffer_Type_F32, {3}, client.device(device));
+  auto out = exe.execute({ba->raw(), bb->raw()}, client.device(device));
+  EXPECT_EQ(out.size(), 1u);
+  std::vector<float> host(3);
+  out[0]->to_host(host.data(), host.size() * sizeof(float));
+  return host;
+}
+
+TEST(Plugin, ReportsItsApiVersion) {
+  auto plugin = Plugin::load(testing::cpu_plugin_path());
+  EXPECT_EQ(plugin->api_major(), PJRT_API_MAJOR);
+  EXPECT_EQ(plugin->api_version(), Plugin::header_version());
+  EXPECT_EQ(Plugin::load(testing::cpu_plugin_path()), plugin) << "a plugin is loaded once";
+}
+
+TEST(Plugin, MissingFileIsAClearError) {
+  try {
+    Plugin::load("/nonexistent/plugin.so");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("cannot load the PJRT plugin '/nonexistent/plugin.so'"),
+              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("pip install xla-cpu-pjrt"), std::string::npos);
+  }
+}
+
+TEST(Plugin, NewerMajorVersionIsRefused) {
+  try {
+    Plugin::load(TORCHTPU_FAKE_PLUGIN_MAJOR);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("implements PJRT C API 1.0"), std::string::npos);
+  }
+}
+
+TEST(Plugin, NewerMinorVersionNamesTheRefusedStruct) {
+  auto plugin = Plugin::load(TORCHTPU_FAKE_PLUGIN_MINOR);
+  EXPECT_GT(plugin->api_minor(), PJRT_API_MINOR);
+  try {
+    Client client(plugin, {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(what.find("older than the plugin's 0." + std::to_string(PJRT_API_MINOR + 34)),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("PJRT_Client_Create"), std::string::npos) << what;
+  }
+}
+
+TEST(Client, ListsTheRequestedCpuDevices) {
+  auto client = cpu_client();
+  EXPECT_EQ(client->platform_name(), "cpu");
+  ASSERT_EQ(client->device_count(), 2);
+  EXPECT_EQ(client->device(1).id(), 1);
+  EXPECT_FALSE(client->device(0).kind().empty());
+}
+
+TEST(Buffer, RoundTripsHostData) {
+  auto client = cpu_client();
+  int64_t data[4] = {1, -2, 3, 1LL << 40};
+  auto buffer = client->buffer_from_host(data, PJRT_Buffer_Type_S64, {2, 2}, client->device(0));
+  EXPECT_EQ(buffer->dimensions(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(buffer->element_type(), PJRT_Buffer_Type_S64);
+  int64_t back[4] = {};
+  buffer->to_host(back, sizeof(back));
+  EXPECT_EQ(std::memcmp(data, back, sizeof(data)), 0);
+  auto copy = buffer->copy_to(client->device(1));
+  int64_t back2[4] = {};
+  copy->to_host(back2, sizeof(back2));
+  EXPECT_EQ(std::memcmp(data, back2, sizeof(data)), 0);
+}
+
+TEST(Executable, CompilesAndRunsOnEveryDevice) {
+  auto client = cpu_client();
+  auto exe = client->compile(kAddProgram, portable_compile_options());
+  EXPECT_EQ(exe->num_outputs(), 1u);
+  for (int device = 0; device < 2; ++device) {
+    EXPECT_EQ(run_add(*client, *exe, device), (std::vector<float>{11, 22, 33}));
+  }
+}
+
+TEST(Executable, BadProgramIsAnErrorWithThePluginMessage) {
+  auto client = cpu_client();
+  try {
+    client->compile("module { this is not mlir }", portable_compile_options());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PJRT_Client_Compile failed"), std::string::npos);
+  }
+}
+
+TEST(Executable, SerializeRoundTrips) {
+  auto client = cpu_client();
+  auto exe = client->compile(kAddProgram, portable_compile_options());
+  std::string bytes = exe->serialize();
+  ASSERT_FALSE(bytes.empty());
+  auto loaded = client->deserialize(bytes);
+  EXPECT_EQ(run_add(*client, *loaded, 0), (std::vector<float>{11, 22, 33}));
+}
+
+TEST(Device, MemoryStatsAreOptional) {
+  auto client = cpu_client();
+  // The CPU plugin has no allocator statistics; either answer must come back without throwing.
+  auto stats = client->device(0).memory_stats();
+  if (stats) EXPECT_GE(stats->bytes_in_use, 0);
+}
+
+}  // namespace
+}  // namespace torchtpu::pjrt
