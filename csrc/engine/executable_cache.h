@@ -1,0 +1,39 @@
+// Tier 1 of the compile cache: executables in this process, keyed by the program's structural
+// fingerprint, so the HLO text is only emitted and compiled on a miss.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "hlo/fingerprint.h"
+#include "pjrt/client.h"
+
+namespace torchtpu::engine {
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t entries = 0;
+  double compile_seconds = 0;
+};
+
+class ExecutableCache {
+ public:
+  // `emit` produces the StableHLO text; it runs only on a miss.
+  std::shared_ptr<pjrt::Executable> get_or_compile(const hlo::Fingerprint& key,
+                                                   const std::function<std::string()>& emit,
+                                                   const pjrt::Client& client);
+  CacheStats stats() const;
+  void clear();
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<hlo::Fingerprint, std::shared_ptr<pjrt::Executable>, hlo::FingerprintHash>
+      executables_;
+  CacheStats stats_;
+};
+
+}  // namespace torchtpu::engine

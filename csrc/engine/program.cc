@@ -1,0 +1,166 @@
+#include "engine/program.h"
+
+#include "engine/runtime.h"
+#include "lowering/registry.h"
+
+namespace torchtpu::engine {
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int Program::add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape) {
+  Node node;
+  node.shape = shape;
+  nodes_.push_back(std::move(node));
+  arguments_.push_back(std::move(buffer));
+  fingerprint_.add(int64_t{-1});
+  fingerprint_.add(shape);
+  return static_cast<int>(nodes_.size() - 1);
+}
+
+int Program::argument(std::shared_ptr<pjrt::Buffer> buffer, hlo::Shape shape) {
+  return add_argument(std::move(buffer), shape);
+}
+
+int Program::scalar(hlo::ElementType type, const void* bits) {
+  return add_argument(Runtime::get().scalar(type, bits, device_), hlo::Shape{type, {}});
+}
+
+Program::StorageState& Program::state_of(StorageHandle* storage) {
+  for (StorageState& s : storages_) {
+    if (s.storage == storage) return s;
+  }
+  StorageState s{storage, -1, storage->type()};
+  if (storage->buffer()) {
+    s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}});
+  }
+  storages_.push_back(s);
+  return storages_.back();
+}
+
+int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs) {
+  fingerprint_.add(op);
+  fingerprint_.add(std::vector<int64_t>(inputs.begin(), inputs.end()));
+  attrs.fingerprint(fingerprint_);
+  nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), {}});
+  return static_cast<int>(nodes_.size() - 1);
+}
+
+int Program::read(const TensorView& view) {
+  if (view.numel() == 0) {
+    return apply("zeros", {},
+                 lowering::Attrs().set_type("type", view.type).set("sizes", view.sizes));
+  }
+  StorageState& state = state_of(view.storage);
+  int flat = state.current;
+  if (flat < 0) {
+    flat = apply("zeros", {},
+                 lowering::Attrs()
+                     .set_type("type", view.type)
+                     .set("sizes", std::vector<int64_t>{view.storage->numel(view.type)}));
+  }
+  return apply("view_read", {flat},
+               lowering::Attrs()
+                   .set_type("type", view.type)
+                   .set("sizes", view.sizes)
+                   .set("strides", view.strides)
+                   .set("offset", view.offset));
+}
+
+void Program::write(const TensorView& view, int value) {
+  if (view.numel() == 0) return;
+  StorageState& state = state_of(view.storage);
+  std::vector<int> inputs;
+  if (state.current >= 0) inputs.push_back(state.current);
+  inputs.push_back(value);
+  state.current = apply("view_write", std::move(inputs),
+                        lowering::Attrs()
+                            .set("sizes", view.sizes)
+                            .set("strides", view.strides)
+                            .set("offset", view.offset)
+                            .set("numel", view.storage->numel(view.type)));
+  state.type = view.type;
+  state.written = true;
+}
+
+void Program::result(int value) {
+  fingerprint_.add(int64_t{-2});
+  fingerprint_.add(int64_t{value});
+  results_.push_back(value);
+}
+
+std::string Program::hlo_text() const {
+  hlo::FunctionBuilder b;
+  std::vector<hlo::Value> values;
+  values.reserve(nodes_.size());
+  for (const Node& node : nodes_) {
+    if (node.op.empty()) {
+      values.push_back(b.parameter(node.shape));
+      continue;
+    }
+    lowering::Values operands;
+    for (int i : node.inputs) operands.push_back(values[i]);
+    values.push_back(lowering::rule(node.op)(b, operands, node.attrs).at(0));
+  }
+  std::vector<hlo::Value> outputs;
+  for (const StorageState& s : storages_) {
+    if (s.written) outputs.push_back(values[s.current]);
+  }
+  for (int r : results_) outputs.push_back(values[r]);
+  return b.module(outputs);
+}
+
+std::string Program::debug_string() const {
+  std::string s;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    s += "%" + std::to_string(i) + " = ";
+    if (n.op.empty()) {
+      s += "argument " + n.shape.mlir() + "\n";
+      continue;
+    }
+    s += n.op + "(";
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      s += (j ? ", %" : "%") + std::to_string(n.inputs[j]);
+    }
+    s += ") " + n.attrs.debug_string() + "\n";
+  }
+  return s;
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> Program::run() {
+  size_t written = 0;
+  for (const StorageState& s : storages_) {
+    if (s.written) {
+      ++written;
+      fingerprint_.add(int64_t{-3});
+      fingerprint_.add(int64_t{s.current});
+    }
+  }
+  if (written == 0 && results_.empty()) return {};
+  Runtime& runtime = Runtime::get();
+  auto exe = runtime.executables().get_or_compile(
+      fingerprint_, [this] { return hlo_text(); }, runtime.client());
+  std::vector<PJRT_Buffer*> args;
+  args.reserve(arguments_.size());
+  for (const auto& a : arguments_) args.push_back(a->raw());
+  auto outputs = exe->execute(args, runtime.device(device_));
+  size_t next = 0;
+  for (StorageState& s : storages_) {
+    if (!s.written) continue;
+    std::shared_ptr<pjrt::Buffer> buffer = std::move(outputs[next++]);
+    runtime.in_flight(device_, buffer);
+    s.storage->set_buffer(std::move(buffer), s.type);
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> results;
+  while (next < outputs.size()) {
+    results.push_back(std::move(outputs[next++]));
+    runtime.in_flight(device_, results.back());
+  }
+  return results;
+}
+
+}  // namespace torchtpu::engine

@@ -1,0 +1,78 @@
+// A program under construction: reads of tensor views, op applications and writes back into
+// storages, recorded as plain data. Its fingerprint is built as it is recorded; HLO text is only
+// emitted when the executable cache misses. In Strict mode each ATen op records and runs one.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/storage.h"
+#include "hlo/fingerprint.h"
+#include "lowering/attrs.h"
+
+namespace torchtpu::engine {
+
+// A strided view of a storage, in the viewer's element type and units.
+struct TensorView {
+  StorageHandle* storage = nullptr;
+  hlo::ElementType type = hlo::ElementType::kF32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+
+  int64_t numel() const;
+};
+
+class Program {
+ public:
+  explicit Program(int device) : device_(device) {}
+
+  int device() const { return device_; }
+  // The view's current contents as a value of shape `sizes`.
+  int read(const TensorView& view);
+  // A 0-d argument holding one element of `type` (cached on the device, not part of the key).
+  int scalar(hlo::ElementType type, const void* bits);
+  // An argument bound to an existing buffer.
+  int argument(std::shared_ptr<pjrt::Buffer> buffer, hlo::Shape shape);
+  int apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs);
+  // Writes `value` (of the view's type and shape) through the view into its storage.
+  void write(const TensorView& view, int value);
+  // Asks for `value` as a dense buffer returned by run().
+  void result(int value);
+
+  // Compiles (or fetches) and launches the program; written storages get their new buffers.
+  // Returns the buffers asked for with result(), in order. Does not wait.
+  std::vector<std::shared_ptr<pjrt::Buffer>> run();
+
+  const hlo::Fingerprint& fingerprint() const { return fingerprint_; }
+  std::string hlo_text() const;
+  // One line per node, for debugging.
+  std::string debug_string() const;
+
+ private:
+  struct Node {
+    std::string op;  // empty for an argument
+    std::vector<int> inputs;
+    lowering::Attrs attrs;
+    hlo::Shape shape;  // arguments only
+  };
+  struct StorageState {
+    StorageHandle* storage;
+    int current;  // value holding its contents, -1 while it has none
+    hlo::ElementType type;
+    bool written = false;
+  };
+
+  StorageState& state_of(StorageHandle* storage);
+  int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape);
+
+  int device_;
+  std::vector<Node> nodes_;
+  std::vector<std::shared_ptr<pjrt::Buffer>> arguments_;
+  std::vector<StorageState> storages_;
+  std::vector<int> results_;
+  hlo::Fingerprint fingerprint_;
+};
+
+}  // namespace torchtpu::engine

@@ -1,0 +1,149 @@
+#include "engine/runtime.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace torchtpu::engine {
+namespace {
+
+std::mutex& config_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+RuntimeConfig& config() {
+  static RuntimeConfig c;
+  return c;
+}
+
+struct StartResult {
+  Runtime* runtime = nullptr;
+  std::string error;
+  bool tried = false;
+};
+
+StartResult& start_result() {
+  static StartResult r;
+  return r;
+}
+
+constexpr size_t kMaxCachedScalars = 4096;
+constexpr size_t kMaxInFlight = 4096;
+
+}  // namespace
+
+void configure_runtime(RuntimeConfig c) {
+  std::lock_guard<std::mutex> lock(config_mutex());
+  config() = std::move(c);
+}
+
+Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
+  client_ = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.plugin_path), c.options);
+  in_flight_.resize(client_->device_count());
+}
+
+Runtime& Runtime::get() {
+  std::lock_guard<std::mutex> lock(config_mutex());
+  StartResult& r = start_result();
+  if (!r.tried) {
+    r.tried = true;
+    try {
+      if (config().plugin_path.empty()) {
+        throw std::runtime_error(config().unavailable.empty()
+                                     ? "torchtpu: no PJRT plugin is configured"
+                                     : config().unavailable);
+      }
+      r.runtime = new Runtime(config());  // lives for the process: buffers outlive statics
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+  }
+  if (r.runtime == nullptr) throw std::runtime_error(r.error);
+  return *r.runtime;
+}
+
+int Runtime::device_count_or_zero() noexcept {
+  try {
+    return get().device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+bool Runtime::started() {
+  std::lock_guard<std::mutex> lock(config_mutex());
+  return start_result().runtime != nullptr;
+}
+
+const pjrt::Device& Runtime::device(int index) const {
+  if (index < 0 || index >= client_->device_count()) {
+    throw std::out_of_range("torchtpu: device index " + std::to_string(index) +
+                            " is out of range: there are " +
+                            std::to_string(client_->device_count()) + " tpu devices");
+  }
+  return client_->device(index);
+}
+
+std::string Runtime::device_name() const {
+  std::string platform = client_->platform_name();
+  std::string upper;
+  for (char c : platform) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "CUDA") {
+    upper = "GPU " + client_->device(0).kind();
+  }
+  return "XLA " + upper + " (PJRT " + client_->plugin().api_version() + ")";
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::ElementType type,
+                                              const std::vector<int64_t>& dims, int device) const {
+  return client_->buffer_from_host(data, static_cast<PJRT_Buffer_Type>(type), dims,
+                                   this->device(device));
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void* bits,
+                                              int device) {
+  size_t width = hlo::byte_width(type);
+  std::string key(reinterpret_cast<const char*>(&type), sizeof(type));
+  key.append(reinterpret_cast<const char*>(&device), sizeof(device));
+  key.append(static_cast<const char*>(bits), width);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = scalars_.find(key);
+  if (it != scalars_.end()) return it->second;
+  if (scalars_.size() >= kMaxCachedScalars) scalars_.clear();
+  auto buffer = upload(bits, type, {}, device);
+  scalars_.emplace(key, buffer);
+  return buffer;
+}
+
+void Runtime::in_flight(int device, const std::shared_ptr<pjrt::Buffer>& buffer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& list = in_flight_.at(device);
+  if (list.size() >= kMaxInFlight) {
+    std::vector<std::weak_ptr<pjrt::Buffer>> alive;
+    for (auto& w : list) {
+      if (!w.expired()) alive.push_back(w);
+    }
+    list.swap(alive);
+    // Still full of live buffers: wait for the oldest half, bounding what is tracked.
+    if (list.size() >= kMaxInFlight) {
+      for (size_t i = 0; i < list.size() / 2; ++i) {
+        if (auto b = list[i].lock()) b->await_ready();
+      }
+      list.erase(list.begin(), list.begin() + list.size() / 2);
+    }
+  }
+  list.push_back(buffer);
+}
+
+void Runtime::synchronize(int device) {
+  std::vector<std::weak_ptr<pjrt::Buffer>> list;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    list.swap(in_flight_.at(device));
+  }
+  for (auto& w : list) {
+    if (auto b = w.lock()) b->await_ready();
+  }
+}
+
+}  // namespace torchtpu::engine

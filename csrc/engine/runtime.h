@@ -1,0 +1,64 @@
+// The process's PJRT runtime: the plugin and client (created on first use), the executable
+// cache, the cached scalar buffers and the work in flight on each device.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/executable_cache.h"
+#include "hlo/types.h"
+#include "pjrt/client.h"
+
+namespace torchtpu::engine {
+
+struct RuntimeConfig {
+  std::string plugin_path;  // empty: no plugin found, `unavailable` says why
+  std::string platform;     // "cpu", "cuda", "tpu" or "" when unknown
+  std::vector<pjrt::ClientOption> options;
+  std::string unavailable;
+};
+
+// Must be called before the first use (the Python package does it on import).
+void configure_runtime(RuntimeConfig config);
+
+class Runtime {
+ public:
+  // Starts the runtime on first call; throws a clear error (every time) if it cannot start.
+  static Runtime& get();
+  // The number of devices, or 0 when no plugin can be started. Never throws.
+  static int device_count_or_zero() noexcept;
+  static bool started();
+
+  const pjrt::Client& client() const { return *client_; }
+  int device_count() const { return client_->device_count(); }
+  const pjrt::Device& device(int index) const;
+  const std::string& platform() const { return platform_; }
+  // "XLA CPU (PJRT 0.81)"
+  std::string device_name() const;
+
+  std::shared_ptr<pjrt::Buffer> upload(const void* data, hlo::ElementType type,
+                                       const std::vector<int64_t>& dims, int device) const;
+  // A 0-d buffer holding `bits` (one element of `type`), cached so repeated scalars cost nothing.
+  std::shared_ptr<pjrt::Buffer> scalar(hlo::ElementType type, const void* bits, int device);
+
+  ExecutableCache& executables() { return executables_; }
+
+  // Remembers a buffer being computed, so synchronize() can wait for it.
+  void in_flight(int device, const std::shared_ptr<pjrt::Buffer>& buffer);
+  void synchronize(int device);
+
+ private:
+  explicit Runtime(const RuntimeConfig& config);
+
+  std::string platform_;
+  std::unique_ptr<pjrt::Client> client_;
+  ExecutableCache executables_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
+  std::vector<std::vector<std::weak_ptr<pjrt::Buffer>>> in_flight_;
+};
+
+}  // namespace torchtpu::engine

@@ -1,0 +1,51 @@
+// The storage handle: what every tensor and view of one device storage shares. PJRT buffers are
+// immutable; in-place ops, out= ops and copy_ replace the handle's buffer instead.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "hlo/types.h"
+#include "pjrt/buffer.h"
+
+namespace torchtpu::engine {
+
+class StorageHandle {
+ public:
+  StorageHandle(int device, size_t nbytes);
+  StorageHandle(const StorageHandle&) = delete;
+  StorageHandle& operator=(const StorageHandle&) = delete;
+  ~StorageHandle();
+
+  int device() const { return device_; }
+  size_t nbytes() const { return nbytes_; }
+  void* address() const { return address_; }
+
+  // The contents: one flat buffer of `numel(type)` elements of `type()`, or none when the storage
+  // was never written (it reads as zeros).
+  const std::shared_ptr<pjrt::Buffer>& buffer() const { return buffer_; }
+  hlo::ElementType type() const { return type_; }
+  void set_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type);
+  // Elements of `type` the storage holds.
+  int64_t numel(hlo::ElementType type) const {
+    return static_cast<int64_t>(nbytes_ / hlo::byte_width(type));
+  }
+
+ private:
+  int device_;
+  size_t nbytes_;
+  void* address_;
+  std::shared_ptr<pjrt::Buffer> buffer_;
+  hlo::ElementType type_ = hlo::ElementType::kU8;
+};
+
+// Bytes held by storage buffers on a device, for torch.tpu.memory_allocated when the plugin keeps
+// no statistics of its own.
+struct StorageBytes {
+  int64_t in_use = 0;
+  int64_t peak = 0;
+};
+StorageBytes storage_bytes(int device);
+void reset_peak_storage_bytes(int device);
+
+}  // namespace torchtpu::engine

@@ -1,0 +1,107 @@
+// Elementwise arithmetic. Every rule takes attrs `type` (the computation and result type, already
+// promoted by PyTorch's rules) and `shape` (the broadcast result shape).
+#include "lowering/helpers.h"
+#include "lowering/registry.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+struct Operands {
+  ElementType type;
+  Dims shape;
+  Values v;  // converted and broadcast
+};
+
+Operands prepare(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Operands p{attrs.type("type"), attrs.ints("shape"), {}};
+  for (const Value& x : operands) p.v.push_back(promote(b, x, p.type, p.shape));
+  return p;
+}
+
+// add/sub: operands [a, b] or [a, b, alpha]: a ± alpha * b.
+Value scaled_second(FunctionBuilder& b, const Operands& p) {
+  return p.v.size() == 3 ? binary(b, "stablehlo.multiply", p.v[1], p.v[2]) : p.v[1];
+}
+
+Values add(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Operands p = prepare(b, operands, attrs);
+  return {binary(b, "stablehlo.add", p.v[0], scaled_second(b, p))};
+}
+
+Values sub(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Operands p = prepare(b, operands, attrs);
+  return {binary(b, "stablehlo.subtract", p.v[0], scaled_second(b, p))};
+}
+
+Values mul(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Operands p = prepare(b, operands, attrs);
+  return {binary(b, "stablehlo.multiply", p.v[0], p.v[1])};
+}
+
+Value trunc_float(FunctionBuilder& b, const Value& x) {
+  Value negative = compare(b, x, full(b, x.shape.type, x.shape.dims, 0), "LT");
+  return select(b, negative, unary(b, "stablehlo.ceil", x), unary(b, "stablehlo.floor", x));
+}
+
+// PyTorch's floor division of floats (c10::div_floor_floating): exact where floor(a / b) is not.
+Value floor_div_float(FunctionBuilder& b, const Value& x, const Value& y) {
+  ElementType t = x.shape.type;
+  const Dims& d = x.shape.dims;
+  Value zero = full(b, t, d, 0), one = full(b, t, d, 1), half = full(b, t, d, 0.5);
+  Value quotient = binary(b, "stablehlo.divide", x, y);
+  Value mod = binary(b, "stablehlo.remainder", x, y);
+  Value div = binary(b, "stablehlo.divide", binary(b, "stablehlo.subtract", x, mod), y);
+  Value signs_differ = compare(b, compare(b, y, zero, "LT"), compare(b, mod, zero, "LT"), "NE");
+  Value adjust = b.op("stablehlo.and", {compare(b, mod, zero, "NE"), signs_differ},
+                      signs_differ.shape);
+  div = select(b, adjust, binary(b, "stablehlo.subtract", div, one), div);
+  Value floored = unary(b, "stablehlo.floor", div);
+  Value round_up = compare(b, binary(b, "stablehlo.subtract", div, floored), half, "GT");
+  floored = select(b, round_up, binary(b, "stablehlo.add", floored, one), floored);
+  // A zero quotient keeps the sign of a / b.
+  Value signed_zero = binary(b, "stablehlo.multiply", zero, quotient);
+  Value result = select(b, compare(b, div, zero, "EQ"), signed_zero, floored);
+  return select(b, compare(b, y, zero, "EQ"), quotient, result);
+}
+
+Value floor_div_int(FunctionBuilder& b, const Value& x, const Value& y) {
+  Value q = binary(b, "stablehlo.divide", x, y);
+  if (!hlo::is_signed_integer(x.shape.type)) return q;
+  const Dims& d = x.shape.dims;
+  Value zero = full(b, x.shape.type, d, 0);
+  Value r = binary(b, "stablehlo.remainder", x, y);
+  Value signs_differ = compare(b, compare(b, r, zero, "LT"), compare(b, y, zero, "LT"), "NE");
+  Value adjust = b.op("stablehlo.and", {compare(b, r, zero, "NE"), signs_differ},
+                      signs_differ.shape);
+  return select(b, adjust, binary(b, "stablehlo.subtract", q, full(b, x.shape.type, d, 1)), q);
+}
+
+// attrs.mode: "true" (type is floating), "trunc" or "floor".
+Values div(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Operands p = prepare(b, operands, attrs);
+  const std::string& mode = attrs.s("mode");
+  bool floating = hlo::is_floating(p.type) || hlo::is_complex(p.type);
+  if (mode == "floor") {
+    return {floating ? floor_div_float(b, p.v[0], p.v[1]) : floor_div_int(b, p.v[0], p.v[1])};
+  }
+  Value q = binary(b, "stablehlo.divide", p.v[0], p.v[1]);
+  if (mode == "trunc" && floating) q = trunc_float(b, q);
+  return {q};
+}
+
+// The value converted to `type` and broadcast to `shape`: copy_, fill_, expand.
+Values cast(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  return {promote(b, operands[0], attrs.type("type"), attrs.ints("shape"))};
+}
+
+}  // namespace
+
+void register_elementwise_rules(Registry& r) {
+  r.add("add", add);
+  r.add("sub", sub);
+  r.add("mul", mul);
+  r.add("div", div);
+  r.add("cast", cast);
+}
+
+}  // namespace torchtpu::lowering

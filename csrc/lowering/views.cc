@@ -1,0 +1,191 @@
+// Reading and writing strided views of a storage. A storage is one flat array; a view is
+// (sizes, strides, offset) over it, in the reader's element type.
+#include <algorithm>
+#include <optional>
+
+#include "lowering/helpers.h"
+#include "lowering/registry.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+int64_t numel(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Row-major contiguous, ignoring dimensions of size 1.
+bool is_dense(const Dims& sizes, const Dims& strides) {
+  int64_t expected = 1;
+  for (size_t k = sizes.size(); k-- > 0;) {
+    if (sizes[k] == 1) continue;
+    if (strides[k] != expected) return false;
+    expected *= sizes[k];
+  }
+  return true;
+}
+
+// Reinterprets the bytes of a flat array as another element type (PyTorch's Tensor.view(dtype)).
+Value retype_flat(FunctionBuilder& b, Value flat, ElementType type) {
+  ElementType from = flat.shape.type;
+  if (from == type) return flat;
+  if (from == ElementType::kPred) return retype_flat(b, convert(b, flat, ElementType::kU8), type);
+  if (type == ElementType::kPred) {
+    return convert(b, retype_flat(b, flat, ElementType::kU8), ElementType::kPred);
+  }
+  int64_t n = flat.shape.dims[0];
+  size_t wf = hlo::byte_width(from), wt = hlo::byte_width(type);
+  if (wf == wt) return b.op("stablehlo.bitcast_convert", {flat}, Shape{type, {n}});
+  if (wf > wt) {
+    int64_t k = static_cast<int64_t>(wf / wt);
+    Value split = b.op("stablehlo.bitcast_convert", {flat}, Shape{type, {n, k}});
+    return reshape(b, split, {n * k});
+  }
+  int64_t k = static_cast<int64_t>(wt / wf);
+  Value whole = slice(b, flat, {0}, {n / k * k});
+  Value grouped = reshape(b, whole, {n / k, k});
+  return b.op("stablehlo.bitcast_convert", {grouped}, Shape{type, {n / k}});
+}
+
+// The dimensions of a view that can be read by slicing and reshaping its flat storage: those of
+// size > 1 and non-zero stride, sorted by decreasing stride, each nested inside the next larger
+// one. Empty optional when the view's elements overlap or interleave (read by a gather instead).
+std::optional<std::vector<int>> nested_order(const Dims& sizes, const Dims& strides) {
+  std::vector<int> dims;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] > 1 && strides[k] != 0) dims.push_back(static_cast<int>(k));
+  }
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](int a, int c) { return strides[a] > strides[c]; });
+  for (size_t j = 0; j + 1 < dims.size(); ++j) {
+    int64_t outer = strides[dims[j]], inner = strides[dims[j + 1]];
+    if (outer % inner != 0 || outer < inner * sizes[dims[j + 1]]) return std::nullopt;
+  }
+  return dims;
+}
+
+// The flat index of each element of the view, as an s64 tensor of the view's shape.
+Value element_indices(FunctionBuilder& b, const Dims& sizes, const Dims& strides, int64_t offset) {
+  Value index = full(b, ElementType::kS64, sizes, static_cast<double>(offset));
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] <= 1 || strides[k] == 0) continue;
+    Value step = binary(b, "stablehlo.multiply", iota(b, ElementType::kS64, sizes, k),
+                        full(b, ElementType::kS64, sizes, static_cast<double>(strides[k])));
+    index = binary(b, "stablehlo.add", index, step);
+  }
+  return index;
+}
+
+std::string gather_scatter_dims(const std::string& kind, size_t rank) {
+  if (kind == "gather") {
+    return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = "
+           "[0], index_vector_dim = " + std::to_string(rank) + ">, slice_sizes = array<i64: 1>, "
+           "indices_are_sorted = false";
+  }
+  return "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+         "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(rank) +
+         ">, indices_are_sorted = false, unique_indices = false";
+}
+
+Value read_nested(FunctionBuilder& b, Value flat, const Dims& sizes, const Dims& strides,
+                  int64_t offset, const std::vector<int>& order) {
+  ElementType type = flat.shape.type;
+  if (order.empty()) {
+    Value one = reshape(b, slice(b, flat, {offset}, {offset + 1}), {});
+    return broadcast_in_dim(b, one, sizes, {});
+  }
+  int64_t span = strides[order[0]] * sizes[order[0]];
+  flat = pad_end(b, flat, std::max<int64_t>(0, offset + span - flat.shape.dims[0]));
+  Value v = slice(b, flat, {offset}, {offset + span});
+  Dims blocks{sizes[order[0]]}, limits{sizes[order[0]]}, kept{sizes[order[0]]};
+  for (size_t j = 1; j < order.size(); ++j) {
+    blocks.push_back(strides[order[j - 1]] / strides[order[j]]);
+    limits.push_back(sizes[order[j]]);
+    kept.push_back(sizes[order[j]]);
+  }
+  blocks.push_back(strides[order.back()]);
+  limits.push_back(1);
+  v = reshape(b, v, blocks);
+  v = slice(b, v, Dims(blocks.size(), 0), limits);
+  v = reshape(b, v, kept);
+  // Back from stride order to the view's own dimension order.
+  std::vector<int> original = order;
+  std::sort(original.begin(), original.end());
+  Dims permutation;
+  for (int k : original) {
+    permutation.push_back(std::find(order.begin(), order.end(), k) - order.begin());
+  }
+  v = transpose(b, v, permutation);
+  if (v.shape.dims == sizes) return v;
+  Dims mapping(original.begin(), original.end());
+  (void)type;
+  return broadcast_in_dim(b, v, sizes, mapping);
+}
+
+// operands: [flat storage]; attrs: type (the reader's), sizes, strides, offset.
+Values view_read(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  const Dims& sizes = attrs.ints("sizes");
+  const Dims& strides = attrs.ints("strides");
+  int64_t offset = attrs.i("offset");
+  Value flat = retype_flat(b, operands[0], attrs.type("type"));
+  int64_t n = flat.shape.dims[0];
+  if (offset == 0 && numel(sizes) == n && is_dense(sizes, strides)) {
+    return {reshape(b, flat, sizes)};
+  }
+  if (auto order = nested_order(sizes, strides)) {
+    return {read_nested(b, flat, sizes, strides, offset, *order)};
+  }
+  Value index = element_indices(b, sizes, strides, offset);
+  return {b.op("stablehlo.gather", {flat, index}, Shape{flat.shape.type, sizes},
+               gather_scatter_dims("gather", sizes.size()))};
+}
+
+// operands: [flat storage, value] or [value] for a storage with no contents yet (zeros);
+// attrs: sizes, strides, offset, numel (of the storage, in the value's element type).
+// Returns the new flat storage, in the value's element type.
+Values view_write(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  const Value& value = operands.back();
+  ElementType type = value.shape.type;
+  const Dims& sizes = attrs.ints("sizes");
+  const Dims& strides = attrs.ints("strides");
+  int64_t offset = attrs.i("offset");
+  int64_t n = attrs.i("numel");
+  bool dense = is_dense(sizes, strides);
+  if (offset == 0 && dense && numel(sizes) == n) return {reshape(b, value, {n})};
+  Value base = operands.size() == 2 ? retype_flat(b, operands[0], type) : full(b, type, {n}, 0);
+  if (dense) {
+    Value start = constant(b, ElementType::kS64, static_cast<double>(offset));
+    return {b.op("stablehlo.dynamic_update_slice", {base, reshape(b, value, {numel(sizes)}), start},
+                 base.shape)};
+  }
+  Value index = element_indices(b, sizes, strides, offset);
+  Shape scalar{type, {}};
+  return {b.op_with_region(
+      "stablehlo.scatter", {base, index, value}, {base.shape}, {scalar, scalar},
+      [](FunctionBuilder&, const Values& args) { return Values{args[1]}; },
+      gather_scatter_dims("scatter", sizes.size()))};
+}
+
+// attrs: type, sizes. Contents of a storage never written, and of zero-size views.
+Values zeros(FunctionBuilder& b, const Values&, const Attrs& attrs) {
+  return {full(b, attrs.type("type"), attrs.ints("sizes"), 0)};
+}
+
+// operands: [flat]; attrs: numel. Grows (zero-filled) or shrinks a storage.
+Values resize_flat(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  int64_t n = attrs.i("numel"), have = operands[0].shape.dims[0];
+  if (n >= have) return {pad_end(b, operands[0], n - have)};
+  return {slice(b, operands[0], {0}, {n})};
+}
+
+}  // namespace
+
+void register_view_rules(Registry& r) {
+  r.add("view_read", view_read);
+  r.add("view_write", view_write);
+  r.add("zeros", zeros);
+  r.add("resize_flat", resize_flat);
+}
+
+}  // namespace torchtpu::lowering

@@ -1,0 +1,175 @@
+// Programs of view reads/writes and elementwise rules, run on the CPU plugin and checked against
+// a direct strided computation on the host.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "engine/address_space.h"
+#include "engine/program.h"
+#include "engine/runtime.h"
+#include "plugin_path.h"
+
+namespace torchtpu::engine {
+namespace {
+
+using hlo::ElementType;
+
+void start_runtime() {
+  static bool configured = [] {
+    configure_runtime(RuntimeConfig{testing::cpu_plugin_path(), "cpu", {}, ""});
+    return true;
+  }();
+  (void)configured;
+}
+
+std::unique_ptr<StorageHandle> storage_with(const std::vector<float>& data) {
+  start_runtime();
+  auto s = std::make_unique<StorageHandle>(0, data.size() * sizeof(float));
+  s->set_buffer(Runtime::get().upload(data.data(), ElementType::kF32,
+                                      {static_cast<int64_t>(data.size())}, 0),
+                ElementType::kF32);
+  return s;
+}
+
+template <typename T>
+std::vector<T> contents(const StorageHandle& s, ElementType type) {
+  std::vector<T> host(s.numel(type));
+  s.buffer()->to_host(host.data(), host.size() * sizeof(T));
+  return host;
+}
+
+std::vector<float> strided_read(const std::vector<float>& flat, const TensorView& v) {
+  std::vector<float> out;
+  std::vector<int64_t> index(v.sizes.size(), 0);
+  for (int64_t n = 0; n < v.numel(); ++n) {
+    int64_t at = v.offset;
+    for (size_t k = 0; k < index.size(); ++k) at += index[k] * v.strides[k];
+    out.push_back(flat[at]);
+    for (size_t k = index.size(); k-- > 0;) {
+      if (++index[k] < v.sizes[k]) break;
+      index[k] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<float> read_view(const TensorView& view) {
+  Program p(0);
+  p.result(p.read(view));
+  auto out = p.run();
+  std::vector<float> host(view.numel());
+  out.at(0)->to_host(host.data(), host.size() * sizeof(float));
+  return host;
+}
+
+struct Geometry {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset;
+};
+
+class ViewRead : public ::testing::TestWithParam<Geometry> {};
+
+TEST_P(ViewRead, MatchesAStridedHostRead) {
+  std::vector<float> flat(64);
+  std::iota(flat.begin(), flat.end(), 0.0f);
+  auto s = storage_with(flat);
+  const Geometry& g = GetParam();
+  TensorView view{s.get(), ElementType::kF32, g.sizes, g.strides, g.offset};
+  EXPECT_EQ(read_view(view), strided_read(flat, view));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ViewRead,
+    ::testing::Values(Geometry{{64}, {1}, 0},                // the whole storage
+                      Geometry{{4, 4}, {4, 1}, 3},           // contiguous range
+                      Geometry{{4, 4}, {1, 4}, 0},           // transpose
+                      Geometry{{3, 2}, {8, 2}, 5},           // strided slice
+                      Geometry{{2, 3, 4}, {1, 8, 2}, 1},     // permuted and strided
+                      Geometry{{5, 3}, {0, 1}, 60},          // expand, ends at the storage end
+                      Geometry{{1, 4, 1}, {99, 1, 7}, 10},   // size-1 dims with odd strides
+                      Geometry{{}, {}, 17},                  // a 0-d element
+                      Geometry{{6, 3}, {2, 3}, 0},           // overlapping: a gather
+                      Geometry{{4, 5}, {5, 6}, 0}));         // interleaved: a gather
+
+TEST(ViewWrite, WritesThroughATransposedView) {
+  std::vector<float> flat(12, -1.0f);
+  auto s = storage_with(flat);
+  std::vector<float> values{0, 1, 2, 3, 4, 5};
+  Program p(0);
+  auto src = Runtime::get().upload(values.data(), ElementType::kF32, {3, 2}, 0);
+  int v = p.argument(src, hlo::Shape{ElementType::kF32, {3, 2}});
+  p.write(TensorView{s.get(), ElementType::kF32, {3, 2}, {1, 4}, 1}, v);
+  p.run();
+  std::vector<float> expected(12, -1.0f);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 2; ++j) expected[1 + i + 4 * j] = values[i * 2 + j];
+  }
+  EXPECT_EQ(contents<float>(*s, ElementType::kF32), expected);
+}
+
+TEST(ViewWrite, ContiguousRangeAndUnwrittenStorage) {
+  start_runtime();
+  StorageHandle s(0, 8 * sizeof(int32_t));
+  std::vector<int32_t> values{7, 8, 9};
+  Program p(0);
+  int v = p.argument(Runtime::get().upload(values.data(), ElementType::kS32, {3}, 0),
+                     hlo::Shape{ElementType::kS32, {3}});
+  p.write(TensorView{&s, ElementType::kS32, {3}, {1}, 2}, v);
+  p.run();
+  EXPECT_EQ(contents<int32_t>(s, ElementType::kS32),
+            (std::vector<int32_t>{0, 0, 7, 8, 9, 0, 0, 0}));
+}
+
+TEST(ViewRead, ReinterpretsBytesOfAnotherType) {
+  auto s = storage_with({1.0f, -2.0f});
+  TensorView bytes{s.get(), ElementType::kU8, {8}, {1}, 0};
+  Program p(0);
+  p.result(p.read(bytes));
+  auto out = p.run();
+  uint8_t host[8];
+  out.at(0)->to_host(host, 8);
+  float expected[2] = {1.0f, -2.0f};
+  EXPECT_EQ(std::memcmp(host, expected, 8), 0);
+}
+
+TEST(Program, SameStructureHitsTheCache) {
+  auto a = storage_with({1, 2, 3});
+  auto b = storage_with({4, 5, 6});
+  auto before = Runtime::get().executables().stats();
+  for (int i = 0; i < 3; ++i) {
+    Program p(0);
+    TensorView va{a.get(), ElementType::kF32, {3}, {1}, 0};
+    TensorView vb{b.get(), ElementType::kF32, {3}, {1}, 0};
+    int sum = p.apply("add", {p.read(va), p.read(vb)},
+                      lowering::Attrs().set_type("type", ElementType::kF32).set("shape",
+                                                                              std::vector<int64_t>{3}));
+    p.write(va, sum);
+    p.run();
+  }
+  auto after = Runtime::get().executables().stats();
+  EXPECT_EQ(after.misses - before.misses, 1);
+  EXPECT_EQ(after.hits - before.hits, 2);
+  EXPECT_EQ(contents<float>(*a, ElementType::kF32), (std::vector<float>{13, 17, 21}));
+}
+
+TEST(AddressSpace, RangesDoNotOverlapAndAreReused) {
+  void* a = reserve_address_range(100);
+  void* b = reserve_address_range(100);
+  EXPECT_TRUE(is_device_address(a));
+  EXPECT_GE(std::abs(static_cast<char*>(a) - static_cast<char*>(b)), 100);
+  release_address_range(a, 100);
+  EXPECT_EQ(reserve_address_range(90), a);
+  EXPECT_EQ(reserve_address_range(0), nullptr);
+  int local = 0;
+  EXPECT_FALSE(is_device_address(&local));
+}
+
+TEST(Runtime, StartsWithTheConfiguredPlugin) {
+  start_runtime();
+  EXPECT_GE(Runtime::device_count_or_zero(), 1);
+  EXPECT_NE(Runtime::get().device_name().find("XLA CPU (PJRT 0."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace torchtpu::engine
