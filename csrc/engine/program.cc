@@ -1,6 +1,7 @@
 #include "engine/program.h"
 
 #include "engine/runtime.h"
+#include "lowering/helpers.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::engine {
@@ -9,6 +10,10 @@ int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;
+}
+
+bool TensorView::covers_storage() const {
+  return offset == 0 && numel() == storage->numel(type) && lowering::is_dense(sizes, strides);
 }
 
 int Program::add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape) {

@@ -22,6 +22,8 @@ struct TensorView {
   int64_t offset = 0;
 
   int64_t numel() const;
+  // Dense, from offset 0, over every element of the storage: the storage's buffer is the view.
+  bool covers_storage() const;
 };
 
 class Program {

@@ -124,6 +124,16 @@ Value select(FunctionBuilder& b, const Value& pred, const Value& on_true, const 
   return b.op("stablehlo.select", {pred, on_true, on_false}, on_true.shape);
 }
 
+bool is_dense(const Dims& sizes, const Dims& strides) {
+  int64_t expected = 1;
+  for (size_t k = sizes.size(); k-- > 0;) {
+    if (sizes[k] == 1) continue;
+    if (strides[k] != expected) return false;
+    expected *= sizes[k];
+  }
+  return true;
+}
+
 Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& dims) {
   return broadcast_to(b, convert(b, v, type), dims);
 }

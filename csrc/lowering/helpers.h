@@ -37,6 +37,9 @@ Value binary(FunctionBuilder& b, const std::string& op, const Value& x, const Va
 Value compare(FunctionBuilder& b, const Value& x, const Value& y, const std::string& direction);
 Value select(FunctionBuilder& b, const Value& pred, const Value& on_true, const Value& on_false);
 
+// Row-major contiguous, ignoring dimensions of size 1.
+bool is_dense(const Dims& sizes, const Dims& strides);
+
 // Converts to `type` and broadcasts to `dims`: how operands meet in an elementwise op.
 Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& dims);
 

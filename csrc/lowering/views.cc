@@ -15,17 +15,6 @@ int64_t numel(const Dims& dims) {
   return n;
 }
 
-// Row-major contiguous, ignoring dimensions of size 1.
-bool is_dense(const Dims& sizes, const Dims& strides) {
-  int64_t expected = 1;
-  for (size_t k = sizes.size(); k-- > 0;) {
-    if (sizes[k] == 1) continue;
-    if (strides[k] != expected) return false;
-    expected *= sizes[k];
-  }
-  return true;
-}
-
 // Reinterprets the bytes of a flat array as another element type (PyTorch's Tensor.view(dtype)).
 Value retype_flat(FunctionBuilder& b, Value flat, ElementType type) {
   ElementType from = flat.shape.type;

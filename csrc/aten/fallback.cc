@@ -1,0 +1,50 @@
+// Ops without a tpu lowering run on the CPU through PyTorch's boxed fallback: a warning once per
+// op, a count in torchtpu.metrics(), or an error under TORCHTPU_CPU_FALLBACK=error.
+#include <ATen/native/CPUFallback.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "aten/ops.h"
+
+namespace torchtpu::aten {
+namespace {
+
+std::atomic<bool> fallback_is_error{false};
+std::mutex counts_mutex;
+std::map<std::string, int64_t> counts;
+
+}  // namespace
+
+void set_cpu_fallback_policy(const std::string& policy) {
+  TORCH_CHECK(policy == "warn" || policy == "error",
+              "torchtpu: TORCHTPU_CPU_FALLBACK must be 'warn' or 'error', not '", policy, "'");
+  fallback_is_error = policy == "error";
+}
+
+std::vector<std::pair<std::string, int64_t>> cpu_fallback_counts() {
+  std::lock_guard<std::mutex> lock(counts_mutex);
+  return {counts.begin(), counts.end()};
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::OperatorName& name = op.schema().operator_name();
+  std::string op_name = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error, "torchtpu: ", op_name,
+                              " has no tpu lowering, and TORCHTPU_CPU_FALLBACK=error forbids "
+                              "running it on the CPU");
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    first = counts[op_name]++ == 0;
+  }
+  if (first) {
+    TORCH_WARN("torchtpu: ", op_name, " has no tpu lowering yet, so it runs on the CPU (its "
+               "tensors are copied there and back). Set TORCHTPU_CPU_FALLBACK=error to make this "
+               "an error.");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,64 @@
+// The "tpu" ATen kernels, registered in registration.cc. Each translates its at::Tensor
+// arguments into an engine program; none holds lowering logic of its own.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+
+#include <optional>
+
+namespace c10 {
+class OperatorHandle;
+}
+
+namespace torchtpu::aten {
+
+// Factories and storage (ops_storage.cc).
+at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                 std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                         std::optional<at::Device> device, std::optional<bool> pin_memory);
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format);
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t storage_offset,
+                        at::IntArrayRef size, at::IntArrayRef stride);
+at::Tensor& set_empty(at::Tensor& self);
+
+// Copies, fills and reads to the host (ops_copy.cc).
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
+at::Scalar local_scalar_dense(const at::Tensor& self);
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value);
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value);
+at::Tensor& zero_(at::Tensor& self);
+
+// Elementwise arithmetic (ops_elementwise.cc).
+at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                    at::Tensor& out);
+at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                    at::Tensor& out);
+at::Tensor mul(const at::Tensor& self, const at::Tensor& other);
+at::Tensor& mul_(at::Tensor& self, const at::Tensor& other);
+at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor div(const at::Tensor& self, const at::Tensor& other);
+at::Tensor& div_(at::Tensor& self, const at::Tensor& other);
+at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other,
+                    std::optional<c10::string_view> rounding_mode);
+at::Tensor& div_mode_(at::Tensor& self, const at::Tensor& other,
+                      std::optional<c10::string_view> rounding_mode);
+at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other,
+                         std::optional<c10::string_view> rounding_mode, at::Tensor& out);
+
+// Ops without a lowering run on the CPU (fallback.cc).
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void set_cpu_fallback_policy(const std::string& policy);  // "warn" or "error"
+std::vector<std::pair<std::string, int64_t>> cpu_fallback_counts();
+
+}  // namespace torchtpu::aten

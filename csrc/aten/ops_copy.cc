@@ -1,0 +1,132 @@
+// Moving data: host<->device and device<->device copies, fills, and reading a scalar.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
+
+#include "aten/ops.h"
+#include "aten/tensor_view.h"
+#include "engine/runtime.h"
+
+namespace torchtpu::aten {
+namespace {
+
+lowering::Attrs cast_to(const at::Tensor& t) {
+  return lowering::Attrs()
+      .set_type("type", element_type(t.scalar_type()))
+      .set("shape", std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
+}
+
+// The tensor's elements as a dense row-major buffer of its dtype. A tensor that is its whole
+// storage is served by the storage's own buffer; anything else runs one program.
+std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
+  engine::TensorView v = view_of(t);
+  if (v.covers_storage() && v.storage->buffer() && v.storage->type() == v.type) {
+    return v.storage->buffer();
+  }
+  engine::Program p(t.device().index());
+  p.result(p.read(v));
+  return p.run().at(0);
+}
+
+void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
+                dst.sizes() == src.sizes() && !dst.is_conj() && !dst.is_neg();
+  at::Tensor host = direct ? dst : at::empty(src.sizes(), dst.options().dtype(src.scalar_type()));
+  if (src.numel() > 0) dense_buffer(src)->to_host(host.data_ptr(), host.nbytes());
+  if (!direct) dst.copy_(host);
+}
+
+void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor host =
+      src.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  engine::TensorView v = view_of(dst);
+  int device = dst.device().index();
+  std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
+  if (v.covers_storage()) {
+    v.storage->set_buffer(
+        engine::Runtime::get().upload(host.data_ptr(), v.type, {v.numel()}, device), v.type);
+    return;
+  }
+  engine::Program p(device);
+  auto uploaded = engine::Runtime::get().upload(host.data_ptr(), v.type, dims, device);
+  p.write(v, p.argument(std::move(uploaded), hlo::Shape{v.type, dims}));
+  p.run();
+}
+
+void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
+  engine::TensorView from = view_of(src), to = view_of(dst);
+  // Same elements, same type: share the (immutable) buffer instead of copying it.
+  if (from.covers_storage() && to.covers_storage() && from.type == to.type &&
+      src.sizes() == dst.sizes() && from.storage->buffer() &&
+      from.storage->type() == from.type && src.device() == dst.device()) {
+    to.storage->set_buffer(from.storage->buffer(), from.type);
+    return;
+  }
+  engine::Program p(dst.device().index());
+  int value;
+  if (src.device() == dst.device()) {
+    value = p.read(from);
+  } else {
+    auto moved = dense_buffer(src)->copy_to(engine::Runtime::get().device(dst.device().index()));
+    value = p.argument(std::move(moved),
+                       hlo::Shape{from.type, std::vector<int64_t>(src.sizes().begin(),
+                                                                  src.sizes().end())});
+  }
+  p.write(to, p.apply("cast", {value}, cast_to(dst)));
+  p.run();
+}
+
+}  // namespace
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  if (dst.numel() == 0) return dst;
+  if (dst.is_privateuseone()) at::assert_no_internal_overlap(dst);
+  if (self.is_privateuseone() && dst.is_cpu()) {
+    copy_to_cpu(self, dst);
+  } else if (self.is_cpu() && dst.is_privateuseone()) {
+    copy_from_cpu(self, dst);
+  } else if (self.is_privateuseone() && dst.is_privateuseone()) {
+    copy_on_device(self, dst);
+  } else {
+    TORCH_CHECK(false, "torchtpu: cannot copy from ", self.device(), " to ", dst.device(),
+                "; copy through the CPU");
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+  copy_to_cpu(self, host);
+  return host.item();
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  engine::Program p(self.device().index());
+  int scalar = scalar_argument(p, value, self.scalar_type());
+  p.write(view_of(self), p.apply("cast", {scalar}, cast_to(self)));
+  p.run();
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  if (value.is_cpu()) return fill_scalar(self, value.item());
+  common_device({&self, &value});
+  if (self.numel() == 0) return self;
+  engine::Program p(self.device().index());
+  p.write(view_of(self), p.apply("cast", {p.read(view_of(value))}, cast_to(self)));
+  p.run();
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,98 @@
+// Factories and storage: empty tensors, resize_ and set_. Allocation is metadata only; a storage
+// gets device memory when something is first written into it.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "aten/TpuAllocator.h"
+#include "aten/TpuGuard.h"
+#include "aten/ops.h"
+#include "aten/tensor_view.h"
+
+namespace torchtpu::aten {
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys{c10::DispatchKey::PrivateUse1};
+
+int device_index(std::optional<at::Device> device) {
+  int index = device && device->has_index() ? device->index() : current_device();
+  check_device_index(index);
+  return index;
+}
+
+// Sets sizes (and strides, when given) and grows the storage to hold them.
+void resize_impl(const at::Tensor& self, at::IntArrayRef size,
+                 std::optional<at::IntArrayRef> stride) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  size_t itemsize = self.dtype().itemsize();
+  size_t nbytes;
+  if (stride) {
+    impl->set_sizes_and_strides(size, *stride);
+    nbytes = at::detail::computeStorageNbytes(size, *stride, itemsize, self.storage_offset());
+  } else {
+    impl->set_sizes_contiguous(size);
+    nbytes = at::detail::computeStorageNbytesContiguous(size, itemsize, self.storage_offset());
+  }
+  if (nbytes > self.storage().nbytes()) resize_storage(self.storage(), nbytes);
+}
+
+}  // namespace
+
+at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                 std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "torchtpu: only strided tensors are supported on tpu, not ", *layout);
+  at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  element_type(type);
+  c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1,
+                                    static_cast<c10::DeviceIndex>(device_index(device))));
+  return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys, type, memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "torchtpu: only strided tensors are supported on tpu, not ", *layout);
+  at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  element_type(type);
+  c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1,
+                                    static_cast<c10::DeviceIndex>(device_index(device))));
+  return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, type);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  for (int64_t s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  if (self.sizes() != size) resize_impl(self, size, std::nullopt);
+  if (memory_format) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
+                "Unsupported memory format", *memory_format);
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t storage_offset,
+                        at::IntArrayRef size, at::IntArrayRef stride) {
+  at::native::checkSetStorage(self, std::move(source), storage_offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
+  std::optional<at::IntArrayRef> strides;
+  if (stride.data() != nullptr) strides = stride;
+  resize_impl(self, size, strides);
+  return self;
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0,
+                       allocate_on(self.device().index(), 0), tpu_allocator(), true);
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(storage));
+  self.unsafeGetTensorImpl()->set_storage_offset(0);
+  self.unsafeGetTensorImpl()->set_sizes_contiguous({0});
+  return self;
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,68 @@
+// Every "tpu" kernel registration, in one place, top to bottom.
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <torch/library.h>
+
+#include "aten/TpuAllocator.h"
+#include "aten/ops.h"
+
+namespace torchtpu::aten {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Factories and storage.
+  m.impl("empty.memory_format", TORCH_FN(empty));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("set_", TORCH_FN(set_empty));
+
+  // Views change metadata only: PyTorch's own implementations serve.
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+
+  // Copies, fills, reads to the host.
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+  m.impl("zero_", TORCH_FN(zero_));
+
+  // Elementwise arithmetic.
+  m.impl("add.Tensor", TORCH_FN(add));
+  m.impl("add_.Tensor", TORCH_FN(add_));
+  m.impl("add.out", TORCH_FN(add_out));
+  m.impl("sub.Tensor", TORCH_FN(sub));
+  m.impl("sub_.Tensor", TORCH_FN(sub_));
+  m.impl("sub.out", TORCH_FN(sub_out));
+  m.impl("mul.Tensor", TORCH_FN(mul));
+  m.impl("mul_.Tensor", TORCH_FN(mul_));
+  m.impl("mul.out", TORCH_FN(mul_out));
+  m.impl("div.Tensor", TORCH_FN(div));
+  m.impl("div_.Tensor", TORCH_FN(div_));
+  m.impl("div.out", TORCH_FN(div_out));
+  m.impl("div.Tensor_mode", TORCH_FN(div_mode));
+  m.impl("div_.Tensor_mode", TORCH_FN(div_mode_));
+  m.impl("div.out_mode", TORCH_FN(div_mode_out));
+}
+
+// Everything else runs on the CPU.
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, tpu_allocator());
+
+}  // namespace torchtpu::aten

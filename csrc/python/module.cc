@@ -1,0 +1,125 @@
+// torchtpu._C: the Python face of the runtime. The only file that includes torch/extension.h.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "aten/TpuGenerator.h"
+#include "aten/TpuGuard.h"
+#include "aten/ops.h"
+#include "engine/runtime.h"
+#include "engine/storage.h"
+
+namespace py = pybind11;
+using namespace torchtpu;
+
+namespace {
+
+std::vector<pjrt::ClientOption> client_options(const py::dict& options) {
+  std::vector<pjrt::ClientOption> result;
+  for (auto item : options) {
+    std::string name = py::str(item.first);
+    py::handle value = item.second;
+    if (py::isinstance<py::bool_>(value)) {
+      result.push_back({name, value.cast<bool>()});
+    } else if (py::isinstance<py::int_>(value)) {
+      result.push_back({name, value.cast<int64_t>()});
+    } else if (py::isinstance<py::float_>(value)) {
+      result.push_back({name, value.cast<float>()});
+    } else {
+      result.push_back({name, value.cast<std::string>()});
+    }
+  }
+  return result;
+}
+
+py::dict memory_stats(int device) {
+  engine::Runtime& runtime = engine::Runtime::get();
+  py::dict stats;
+  if (auto pjrt_stats = runtime.device(device).memory_stats()) {
+    stats["allocated_bytes.all.current"] = pjrt_stats->bytes_in_use;
+    if (pjrt_stats->peak_bytes_in_use) {
+      stats["allocated_bytes.all.peak"] = *pjrt_stats->peak_bytes_in_use;
+    }
+    if (pjrt_stats->bytes_limit) stats["bytes_limit"] = *pjrt_stats->bytes_limit;
+    stats["source"] = "pjrt";
+  } else {
+    engine::StorageBytes bytes = engine::storage_bytes(device);
+    stats["allocated_bytes.all.current"] = bytes.in_use;
+    stats["allocated_bytes.all.peak"] = bytes.peak;
+    stats["source"] = "torchtpu";
+  }
+  return stats;
+}
+
+py::dict metrics() {
+  py::dict m;
+  if (engine::Runtime::started()) {
+    engine::CacheStats cache = engine::Runtime::get().executables().stats();
+    m["executables_compiled"] = cache.misses;
+    m["executable_cache_hits"] = cache.hits;
+    m["executable_cache_misses"] = cache.misses;
+    m["compile_seconds"] = cache.compile_seconds;
+  } else {
+    m["executables_compiled"] = 0;
+    m["executable_cache_hits"] = 0;
+    m["executable_cache_misses"] = 0;
+    m["compile_seconds"] = 0.0;
+  }
+  py::dict fallbacks;
+  int64_t total = 0;
+  for (const auto& [op, count] : aten::cpu_fallback_counts()) {
+    fallbacks[py::str(op)] = count;
+    total += count;
+  }
+  m["cpu_fallbacks"] = fallbacks;
+  m["cpu_fallback_calls"] = total;
+  return m;
+}
+
+// Runs `f` with the GIL released: waiting on the device must not block other Python threads.
+template <typename F>
+auto without_gil(F f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torchtpu's C++ runtime";
+  m.def(
+      "_configure",
+      [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
+         const std::string& unavailable) {
+        engine::configure_runtime(
+            engine::RuntimeConfig{plugin_path, platform, client_options(options), unavailable});
+      },
+      py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"));
+  m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
+  m.def("_started", &engine::Runtime::started);
+  m.def("_device_count", &engine::Runtime::device_count_or_zero);
+  m.def("_device_name", [] { return engine::Runtime::get().device_name(); });
+  m.def("_device_kind",
+        [](int device) { return engine::Runtime::get().device(device).kind(); });
+  m.def("_platform_name", [] { return engine::Runtime::get().client().platform_name(); });
+  m.def("_platform_version", [] { return engine::Runtime::get().client().platform_version(); });
+  m.def("_pjrt_api_version",
+        [] { return engine::Runtime::get().client().plugin().api_version(); });
+  m.def("_plugin_path", [] { return engine::Runtime::get().client().plugin().path(); });
+  m.def("_current_device", &aten::current_device);
+  m.def("_set_device", &aten::set_current_device);
+  m.def("_synchronize", [](int device) {
+    without_gil([device] {
+      engine::Runtime::get().synchronize(device);
+      return 0;
+    });
+  });
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory_stats", &engine::reset_peak_storage_bytes);
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(aten::default_generator(device)));
+  });
+  m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
+  m.def("_metrics", &metrics);
+  m.def("_clear_executable_cache", [] { engine::Runtime::get().executables().clear(); });
+}

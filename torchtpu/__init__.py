@@ -1,0 +1,50 @@
+"""torchtpu: an XLA accelerator as the PyTorch device "tpu", through any PJRT plugin.
+
+    import torch, torchtpu
+    x = torch.ones(3, device="tpu")
+
+`import torch` alone also loads it (the torch.backends entry point), unless
+TORCH_DEVICE_BACKEND_AUTOLOAD=0.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+__version__ = "0.1.0"
+
+if torch._C._get_privateuse1_backend_name() != "tpu":
+    torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
+from . import device_module  # noqa: E402
+
+_choice = _plugins.choose()
+_C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable)
+_C._set_cpu_fallback_policy(os.environ.get("TORCHTPU_CPU_FALLBACK", "warn").strip().lower())
+
+if not hasattr(torch, "tpu"):
+    torch._register_device_module("tpu", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+
+
+def metrics() -> dict:
+    """Counters of this process: executables compiled, cache hits/misses, compile seconds, and
+    the ops that fell back to the CPU (with their call counts)."""
+    return dict(_C._metrics())
+
+
+def plugin() -> dict:
+    """Which PJRT plugin backs "tpu" (chosen from TORCHTPU_PJRT_PLUGIN / TORCHTPU_PLATFORM)."""
+    return {"path": _choice.path, "platform": _choice.platform, "options": dict(_choice.options),
+            "unavailable": _choice.unavailable}
+
+
+def _autoload() -> None:
+    """Entry point of the torch.backends group: importing this module did the work."""
+
+
+__all__ = ["metrics", "plugin", "__version__"]

@@ -1,0 +1,178 @@
+"""torch.tpu: the device module, shaped like torch.cuda."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import _C
+
+
+def _index(device: Any = None) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"Expected a tpu device, but got: {device}")
+    return current_device() if device.index is None else device.index
+
+
+def init() -> None:
+    """Starts the PJRT runtime now instead of at the first tpu operation."""
+    _C._start()
+
+
+def is_initialized() -> bool:
+    return _C._started()
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that makes `device` current, like torch.cuda.device."""
+
+    def __init__(self, device: Any):
+        self.index = _index(device)
+        self.previous = -1
+
+    def __enter__(self):
+        self.previous = current_device()
+        set_device(self.index)
+
+    def __exit__(self, *exc):
+        set_device(self.previous)
+        return False
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits until all work launched on the device has finished."""
+    _C._synchronize(_index(device))
+
+
+def get_device_name(device: Any = None) -> str:
+    _index(device)
+    return _C._device_name()
+
+
+class _DeviceProperties:
+    def __init__(self, index: int):
+        stats = _C._memory_stats(index)
+        self.name = _C._device_name()
+        self.platform = _C._platform_name()
+        self.platform_version = _C._platform_version()
+        self.kind = _C._device_kind(index)
+        self.pjrt_api_version = _C._pjrt_api_version()
+        self.plugin = _C._plugin_path()
+        self.total_memory = stats.get("bytes_limit")
+
+    def __repr__(self) -> str:
+        return (f"_TpuDeviceProperties(name={self.name!r}, platform={self.platform!r}, "
+                f"kind={self.kind!r}, pjrt_api_version={self.pjrt_api_version!r}, "
+                f"total_memory={self.total_memory})")
+
+
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    index = _index(device)
+    if not 0 <= index < device_count():
+        raise AssertionError(f"Invalid device id {index}")
+    return _DeviceProperties(index)
+
+
+# Random numbers: one default generator per device, as torch.cuda.default_generators.
+class _DefaultGenerators:
+    def __getitem__(self, index: int) -> torch.Generator:
+        return _C._default_generator(index)
+
+    def __len__(self) -> int:
+        return device_count()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+default_generators = _DefaultGenerators()
+
+
+def manual_seed(seed: int) -> None:
+    default_generators[current_device()].manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for generator in default_generators:
+        generator.manual_seed(int(seed))
+
+
+def seed() -> None:
+    default_generators[current_device()].seed()
+
+
+def seed_all() -> None:
+    for generator in default_generators:
+        generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generators[current_device()].initial_seed()
+
+
+def get_rng_state(device: Any = None) -> torch.Tensor:
+    return default_generators[_index(device)].get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
+    default_generators[_index(device)].set_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    return [g.get_state() for g in default_generators]
+
+
+def set_rng_state_all(new_states) -> None:
+    for generator, state in zip(default_generators, new_states):
+        generator.set_state(state)
+
+
+# Memory: PJRT's allocator statistics where the plugin keeps them, else the bytes held by tpu
+# storages (the CPU plugin keeps none); memory_stats()["source"] says which.
+def memory_stats(device: Any = None) -> dict:
+    return dict(_C._memory_stats(_index(device)))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    stats = memory_stats(device)
+    return stats.get("allocated_bytes.all.peak", stats["allocated_bytes.all.current"])
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def get_amp_supported_dtype() -> list:
+    return [torch.float16, torch.bfloat16]
