@@ -25,8 +25,11 @@ class CMakeBuild(build_ext):
             f"-DTORCHTPU_OUTPUT_DIR={package_dir}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
-        subprocess.check_call(configure)
-        subprocess.check_call(["cmake", "--build", build_dir])
+        # Tools installed beside this Python (a venv's ninja or cmake) come first.
+        env = dict(os.environ)
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        subprocess.check_call(configure, env=env)
+        subprocess.check_call(["cmake", "--build", build_dir], env=env)
         if os.path.realpath(out_dir) != os.path.realpath(package_dir):
             os.makedirs(out_dir, exist_ok=True)
             for name in os.listdir(package_dir):

@@ -95,6 +95,13 @@ def choose() -> PluginChoice:
     if platform not in PLATFORMS:
         return PluginChoice("", "", {}, f"torchtpu: TORCHTPU_PLATFORM must be one of "
                             f"{', '.join(PLATFORMS)}, not {platform!r}")
+    try:
+        return _choose(platform)
+    except ValueError as e:  # reported at first use: `import torch` must keep working
+        return PluginChoice("", platform, {}, f"torchtpu: {e}")
+
+
+def _choose(platform: str) -> PluginChoice:
     explicit = os.environ.get("TORCHTPU_PJRT_PLUGIN")
     if explicit:
         p = platform if platform != "auto" else _platform_of(explicit)

@@ -30,6 +30,10 @@ at::Tensor run_binary(const Binary& spec, const at::Tensor& self, const at::Tens
     dtype = c10::get_default_dtype_as_scalartype();
   }
   if (spec.alpha != nullptr) at::native::alpha_check(dtype, *spec.alpha);
+  bool rounded_division = spec.mode != nullptr && std::string(spec.mode) != "true";
+  TORCH_CHECK_NOT_IMPLEMENTED(!rounded_division || !(dtype == at::kBool || c10::isComplexType(dtype)),
+                              "\"div_", spec.mode, "_tpu\" not implemented for '", c10::toString(dtype),
+                              "'");
   if (std::string(spec.op) == "sub") at::native::sub_check(self, other);
   at::DimVector shape = at::infer_size_dimvector(self.sizes(), other.sizes());
 
@@ -45,6 +49,9 @@ at::Tensor run_binary(const Binary& spec, const at::Tensor& self, const at::Tens
       at::native::resize_output(out, shape);
     }
     at::assert_no_internal_overlap(out);
+    for (const at::Tensor* input : {&self, &other}) {
+      if (input->is_privateuseone()) at::assert_no_partial_overlap(out, *input);
+    }
   }
   if (out.numel() == 0) return out;
 

@@ -1,5 +1,6 @@
-// Elementwise arithmetic. Every rule takes attrs `type` (the computation and result type, already
-// promoted by PyTorch's rules) and `shape` (the broadcast result shape).
+// Elementwise arithmetic. Every rule takes attrs `type` (the result type, already promoted by
+// PyTorch's rules) and `shape` (the broadcast result shape). Like PyTorch's kernels, float16 and
+// bfloat16 compute in float32 and round once at the end.
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
 
@@ -7,35 +8,52 @@ namespace torchtpu::lowering {
 namespace {
 
 struct Operands {
-  ElementType type;
+  ElementType type;  // the computation type
   Dims shape;
   Values v;  // converted and broadcast
 };
 
+ElementType opmath(ElementType type) {
+  return type == ElementType::kF16 || type == ElementType::kBF16 ? ElementType::kF32 : type;
+}
+
 Operands prepare(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
-  Operands p{attrs.type("type"), attrs.ints("shape"), {}};
+  Operands p{opmath(attrs.type("type")), attrs.ints("shape"), {}};
   for (const Value& x : operands) p.v.push_back(promote(b, x, p.type, p.shape));
   return p;
 }
 
-// add/sub: operands [a, b] or [a, b, alpha]: a ± alpha * b.
-Value scaled_second(FunctionBuilder& b, const Operands& p) {
-  return p.v.size() == 3 ? binary(b, "stablehlo.multiply", p.v[1], p.v[2]) : p.v[1];
+Values result(FunctionBuilder& b, const Value& v, const Attrs& attrs) {
+  return {convert(b, v, attrs.type("type"))};
+}
+
+// add/sub: operands [a, b] or [a, b, alpha]: a ± alpha * b. As on PyTorch's CPU, alpha * b is
+// rounded to the result type before the sum.
+Value scaled_second(FunctionBuilder& b, const Operands& p, const Attrs& attrs) {
+  if (p.v.size() < 3) return p.v[1];
+  Value scaled = binary(b, "stablehlo.multiply", p.v[1], p.v[2]);
+  ElementType type = attrs.type("type");
+  if (type == p.type) return scaled;
+  // reduce_precision, not a convert round trip: XLA folds convert pairs away.
+  int exponent = type == ElementType::kF16 ? 5 : 8, mantissa = type == ElementType::kF16 ? 10 : 7;
+  return b.op("stablehlo.reduce_precision", {scaled}, scaled.shape,
+              "exponent_bits = " + std::to_string(exponent) + " : i32, mantissa_bits = " +
+                  std::to_string(mantissa) + " : i32");
 }
 
 Values add(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   Operands p = prepare(b, operands, attrs);
-  return {binary(b, "stablehlo.add", p.v[0], scaled_second(b, p))};
+  return result(b, binary(b, "stablehlo.add", p.v[0], scaled_second(b, p, attrs)), attrs);
 }
 
 Values sub(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   Operands p = prepare(b, operands, attrs);
-  return {binary(b, "stablehlo.subtract", p.v[0], scaled_second(b, p))};
+  return result(b, binary(b, "stablehlo.subtract", p.v[0], scaled_second(b, p, attrs)), attrs);
 }
 
 Values mul(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   Operands p = prepare(b, operands, attrs);
-  return {binary(b, "stablehlo.multiply", p.v[0], p.v[1])};
+  return result(b, binary(b, "stablehlo.multiply", p.v[0], p.v[1]), attrs);
 }
 
 Value trunc_float(FunctionBuilder& b, const Value& x) {
@@ -82,11 +100,12 @@ Values div(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   const std::string& mode = attrs.s("mode");
   bool floating = hlo::is_floating(p.type) || hlo::is_complex(p.type);
   if (mode == "floor") {
-    return {floating ? floor_div_float(b, p.v[0], p.v[1]) : floor_div_int(b, p.v[0], p.v[1])};
+    return result(b, floating ? floor_div_float(b, p.v[0], p.v[1]) : floor_div_int(b, p.v[0], p.v[1]),
+                  attrs);
   }
   Value q = binary(b, "stablehlo.divide", p.v[0], p.v[1]);
   if (mode == "trunc" && floating) q = trunc_float(b, q);
-  return {q};
+  return result(b, q, attrs);
 }
 
 // The value converted to `type` and broadcast to `shape`: copy_, fill_, expand.

@@ -1,0 +1,43 @@
+# The README's two commands: `make run` and `make test`. Both set everything up first: system
+# packages (when run as root), a virtual environment at .venv, the Python deps and the C++ build.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+DEPS_STAMP := $(VENV)/.deps-installed
+SYSTEM_PACKAGES := libgtest-dev ccache ninja-build cmake
+
+.PHONY: run test build system-deps cpp-test py-test bench clean
+
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing"; apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "please install:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
+	fi
+
+$(DEPS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 numpy pytest setuptools
+	touch $(DEPS_STAMP)
+
+build: system-deps $(DEPS_STAMP)
+	$(PY) -m pip install -q -e . --no-build-isolation --no-deps
+
+run: build
+	$(PY) examples/demo.py
+
+cpp-test: build
+	./build/torchtpu_cpp_tests --gtest_brief=1
+
+py-test: build
+	$(PY) -m pytest -q tests/python
+
+test: cpp-test py-test
+
+bench: build
+	$(PY) benchmarks/op_overhead.py
+
+clean:
+	rm -rf build torchtpu/*.so

@@ -1,0 +1,49 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torchtpu  # noqa: F401  (registers "tpu")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_DIR = os.environ.get("TORCHTPU_BUILD_DIR", os.path.join(REPO, "build"))
+
+# The dtypes torch and XLA share (issue scope), with complex on top.
+ALL_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+              torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
+              torch.complex64]
+
+
+def run_python(code: str, **env_overrides) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (plugin choice happens once per process)."""
+    env = dict(os.environ)
+    for key, value in env_overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def sample(shape, dtype, seed=0):
+    """Deterministic CPU values of `dtype` covering negatives, zeros and fractions."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=dtype)
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 4).to(dtype)
+    low = 0 if dtype == torch.uint8 else -20
+    return torch.randint(low, 20, shape, generator=g).to(dtype)
+
+
+@pytest.fixture
+def fallback_error():
+    torchtpu._C._set_cpu_fallback_policy("error")
+    yield
+    torchtpu._C._set_cpu_fallback_policy("warn")
