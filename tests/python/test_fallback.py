@@ -1,0 +1,57 @@
+"""Ops without a lowering run on the CPU: correct results, one warning, a count, or an error."""
+
+import warnings
+
+import pytest
+import torch
+
+import torchtpu
+
+
+def exp_calls():
+    return sum(n for op, n in torchtpu.metrics()["cpu_fallbacks"].items()
+               if op.startswith("aten::exp"))
+
+
+def test_unlowered_op_runs_on_cpu_with_one_warning_and_a_count():
+    x = torch.tensor([0.0, 1.0, 2.0], device="tpu")
+    before = exp_calls()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = torch.exp(x)
+        torch.exp(x)
+    assert y.device.type == "tpu"
+    torch.testing.assert_close(y.cpu(), torch.exp(x.cpu()))
+    messages = [str(w.message) for w in caught if "aten::exp" in str(w.message)]
+    assert len(messages) <= 1  # once per op per process (none if an earlier test used exp)
+    if before == 0:
+        assert len(messages) == 1 and "TORCHTPU_CPU_FALLBACK=error" in messages[0]
+    assert exp_calls() == before + 2
+
+
+def test_fallback_of_in_place_and_out_ops_writes_back_to_tpu():
+    x = torch.tensor([-1.0, 2.0, -3.0], device="tpu")
+    alias = x.view(3, 1)
+    x.abs_()
+    assert alias.cpu().flatten().tolist() == [1.0, 2.0, 3.0]
+    out = torch.empty(0, device="tpu")
+    torch.neg(x, out=out)
+    assert out.cpu().tolist() == [-1.0, -2.0, -3.0]
+
+
+def test_fallback_error_policy_raises(fallback_error):
+    with pytest.raises(NotImplementedError, match="aten::sin(.out)? has no tpu lowering, and "
+                                                  "TORCHTPU_CPU_FALLBACK=error forbids"):
+        torch.sin(torch.ones(2, device="tpu"))
+
+
+def test_lowered_ops_do_not_fall_back(fallback_error):
+    a = torch.arange(6.0).reshape(2, 3).to("tpu")
+    r = (a + a * 2 - 1) / 3
+    r.t()[0].add_(1)
+    assert r.cpu().shape == (2, 3)
+
+
+def test_fallback_policy_is_validated():
+    with pytest.raises(RuntimeError, match="TORCHTPU_CPU_FALLBACK must be 'warn' or 'error'"):
+        torchtpu._C._set_cpu_fallback_policy("ignore")
