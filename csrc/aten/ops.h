@@ -34,27 +34,8 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value);
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
 
-// Elementwise arithmetic (ops_elementwise.cc).
-at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
-at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
-at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
-                    at::Tensor& out);
-at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
-at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
-at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
-                    at::Tensor& out);
-at::Tensor mul(const at::Tensor& self, const at::Tensor& other);
-at::Tensor& mul_(at::Tensor& self, const at::Tensor& other);
-at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
-at::Tensor div(const at::Tensor& self, const at::Tensor& other);
-at::Tensor& div_(at::Tensor& self, const at::Tensor& other);
-at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
-at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other,
-                    std::optional<c10::string_view> rounding_mode);
-at::Tensor& div_mode_(at::Tensor& self, const at::Tensor& other,
-                      std::optional<c10::string_view> rounding_mode);
-at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other,
-                         std::optional<c10::string_view> rounding_mode, at::Tensor& out);
+// Every op bound to a lowering rule (lowered_kernel.cc).
+void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Ops without a lowering run on the CPU (fallback.cc).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -11,6 +11,7 @@
 
 #include "aten/TpuAllocator.h"
 #include "aten/ops.h"
+#include "lowering/registry.h"
 
 namespace torchtpu::aten {
 
@@ -40,22 +41,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero_));
 
-  // Elementwise arithmetic.
-  m.impl("add.Tensor", TORCH_FN(add));
-  m.impl("add_.Tensor", TORCH_FN(add_));
-  m.impl("add.out", TORCH_FN(add_out));
-  m.impl("sub.Tensor", TORCH_FN(sub));
-  m.impl("sub_.Tensor", TORCH_FN(sub_));
-  m.impl("sub.out", TORCH_FN(sub_out));
-  m.impl("mul.Tensor", TORCH_FN(mul));
-  m.impl("mul_.Tensor", TORCH_FN(mul_));
-  m.impl("mul.out", TORCH_FN(mul_out));
-  m.impl("div.Tensor", TORCH_FN(div));
-  m.impl("div_.Tensor", TORCH_FN(div_));
-  m.impl("div.out", TORCH_FN(div_out));
-  m.impl("div.Tensor_mode", TORCH_FN(div_mode));
-  m.impl("div_.Tensor_mode", TORCH_FN(div_mode_));
-  m.impl("div.out_mode", TORCH_FN(div_mode_out));
+  // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.
+  for (const auto& binding : lowering::aten_bindings()) {
+    m.impl(binding.aten_op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+  }
 }
 
 // Everything else runs on the CPU.

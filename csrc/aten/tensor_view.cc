@@ -85,6 +85,10 @@ int read_operand(engine::Program& p, const at::Tensor& t, c10::ScalarType dtype)
 }
 
 c10::Device common_device(std::initializer_list<const at::Tensor*> tensors) {
+  return common_device_of(std::vector<const at::Tensor*>(tensors));
+}
+
+c10::Device common_device_of(const std::vector<const at::Tensor*>& tensors) {
   std::optional<c10::Device> device;
   for (const at::Tensor* t : tensors) {
     if (t == nullptr || !t->defined() || is_cpu_scalar(*t)) continue;

@@ -20,5 +20,6 @@ int read_operand(engine::Program& p, const at::Tensor& t, c10::ScalarType dtype)
 // The tpu device of an op's tensors; raises PyTorch's "Expected all tensors to be on the same
 // device" error when they are on different devices (CPU scalars excepted).
 c10::Device common_device(std::initializer_list<const at::Tensor*> tensors);
+c10::Device common_device_of(const std::vector<const at::Tensor*>& tensors);
 
 }  // namespace torchtpu::aten

@@ -1,5 +1,7 @@
 #include "engine/program.h"
 
+#include <stdexcept>
+
 #include "engine/runtime.h"
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -46,12 +48,15 @@ Program::StorageState& Program::state_of(StorageHandle* storage) {
   return storages_.back();
 }
 
-int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs) {
+int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs,
+                   int num_outputs) {
   fingerprint_.add(op);
   fingerprint_.add(std::vector<int64_t>(inputs.begin(), inputs.end()));
   attrs.fingerprint(fingerprint_);
+  int first = static_cast<int>(nodes_.size());
   nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), {}});
-  return static_cast<int>(nodes_.size() - 1);
+  for (int i = 1; i < num_outputs; ++i) nodes_.push_back(Node{"#", {first}, {}, {}, i});
+  return first;
 }
 
 int Program::read(const TensorView& view) {
@@ -86,7 +91,8 @@ void Program::write(const TensorView& view, int value) {
                             .set("sizes", view.sizes)
                             .set("strides", view.strides)
                             .set("offset", view.offset)
-                            .set("numel", view.storage->numel(view.type)));
+                            .set("numel", view.storage->numel(view.type))
+                            .set_type("type", view.type));
   state.type = view.type;
   state.written = true;
 }
@@ -100,15 +106,23 @@ void Program::result(int value) {
 std::string Program::hlo_text() const {
   hlo::FunctionBuilder b;
   std::vector<hlo::Value> values;
+  std::vector<lowering::Values> outputs_of(nodes_.size());
   values.reserve(nodes_.size());
-  for (const Node& node : nodes_) {
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const Node& node = nodes_[n];
     if (node.op.empty()) {
       values.push_back(b.parameter(node.shape));
-      continue;
+    } else if (node.op == "#") {
+      values.push_back(outputs_of.at(node.inputs[0]).at(node.index));
+    } else {
+      lowering::Values operands;
+      for (int i : node.inputs) operands.push_back(values[i]);
+      outputs_of[n] = lowering::rule(node.op)(b, operands, node.attrs);
+      if (outputs_of[n].empty()) {
+        throw std::logic_error("torchtpu: lowering rule '" + node.op + "' produced no value");
+      }
+      values.push_back(outputs_of[n][0]);
     }
-    lowering::Values operands;
-    for (int i : node.inputs) operands.push_back(values[i]);
-    values.push_back(lowering::rule(node.op)(b, operands, node.attrs).at(0));
   }
   std::vector<hlo::Value> outputs;
   for (const StorageState& s : storages_) {

@@ -37,7 +37,10 @@ class Program {
   int scalar(hlo::ElementType type, const void* bits);
   // An argument bound to an existing buffer.
   int argument(std::shared_ptr<pjrt::Buffer> buffer, hlo::Shape shape);
-  int apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs);
+  // Records one op; returns the value of its first output, and the following `num_outputs - 1`
+  // ids are its other outputs.
+  int apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs,
+            int num_outputs = 1);
   // Writes `value` (of the view's type and shape) through the view into its storage.
   void write(const TensorView& view, int value);
   // Asks for `value` as a dense buffer returned by run().
@@ -54,10 +57,11 @@ class Program {
 
  private:
   struct Node {
-    std::string op;  // empty for an argument
+    std::string op;  // empty for an argument; "#" for output `index` of node `inputs[0]`
     std::vector<int> inputs;
     lowering::Attrs attrs;
     hlo::Shape shape;  // arguments only
+    int index = 0;
   };
   struct StorageState {
     StorageHandle* storage;

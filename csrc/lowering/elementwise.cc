@@ -8,17 +8,28 @@ namespace torchtpu::lowering {
 namespace {
 
 struct Operands {
-  ElementType type;  // the computation type
+  ElementType declared;  // PyTorch's computation type
+  ElementType type;      // what it computes in: float32 for float16 and bfloat16
   Dims shape;
   Values v;  // converted and broadcast
 };
+
+Operands prepare_as(FunctionBuilder& b, const Values& operands, const Attrs& attrs,
+                    ElementType type);
 
 ElementType opmath(ElementType type) {
   return type == ElementType::kF16 || type == ElementType::kBF16 ? ElementType::kF32 : type;
 }
 
+// The operands in PyTorch's computation type (its result_type of the operands, or `type`).
 Operands prepare(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
-  Operands p{opmath(attrs.type("type")), attrs.ints("shape"), {}};
+  ElementType type = attrs.has("compute_type") ? attrs.type("compute_type") : attrs.type("type");
+  return prepare_as(b, operands, attrs, type);
+}
+
+Operands prepare_as(FunctionBuilder& b, const Values& operands, const Attrs& attrs,
+                    ElementType type) {
+  Operands p{type, opmath(type), attrs.ints("shape"), {}};
   for (const Value& x : operands) p.v.push_back(promote(b, x, p.type, p.shape));
   return p;
 }
@@ -29,10 +40,10 @@ Values result(FunctionBuilder& b, const Value& v, const Attrs& attrs) {
 
 // add/sub: operands [a, b] or [a, b, alpha]: a ± alpha * b. As on PyTorch's CPU, alpha * b is
 // rounded to the result type before the sum.
-Value scaled_second(FunctionBuilder& b, const Operands& p, const Attrs& attrs) {
+Value scaled_second(FunctionBuilder& b, const Operands& p) {
   if (p.v.size() < 3) return p.v[1];
   Value scaled = binary(b, "stablehlo.multiply", p.v[1], p.v[2]);
-  ElementType type = attrs.type("type");
+  ElementType type = p.declared;
   if (type == p.type) return scaled;
   // reduce_precision, not a convert round trip: XLA folds convert pairs away.
   int exponent = type == ElementType::kF16 ? 5 : 8, mantissa = type == ElementType::kF16 ? 10 : 7;
@@ -43,12 +54,23 @@ Value scaled_second(FunctionBuilder& b, const Operands& p, const Attrs& attrs) {
 
 Values add(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   Operands p = prepare(b, operands, attrs);
-  return result(b, binary(b, "stablehlo.add", p.v[0], scaled_second(b, p, attrs)), attrs);
+  return result(b, binary(b, "stablehlo.add", p.v[0], scaled_second(b, p)), attrs);
 }
 
 Values sub(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  bool a_bool = operands[0].shape.type == ElementType::kPred;
+  bool b_bool = operands[1].shape.type == ElementType::kPred;
+  if (a_bool && b_bool) {
+    throw Unsupported("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                      "Use the `^` or `logical_xor()` operator instead.");
+  }
+  if (a_bool || b_bool) {
+    throw Unsupported("Subtraction, the `-` operator, with a bool tensor is not supported. If "
+                      "you are trying to invert a mask, use the `~` or `logical_not()` operator "
+                      "instead.");
+  }
   Operands p = prepare(b, operands, attrs);
-  return result(b, binary(b, "stablehlo.subtract", p.v[0], scaled_second(b, p, attrs)), attrs);
+  return result(b, binary(b, "stablehlo.subtract", p.v[0], scaled_second(b, p)), attrs);
 }
 
 Values mul(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
@@ -94,10 +116,26 @@ Value floor_div_int(FunctionBuilder& b, const Value& x, const Value& y) {
   return select(b, adjust, binary(b, "stablehlo.subtract", q, full(b, x.shape.type, d, 1)), q);
 }
 
-// attrs.mode: "true" (type is floating), "trunc" or "floor".
+const char* torch_dtype_name(ElementType type) {
+  switch (type) {
+    case ElementType::kPred: return "Bool";
+    case ElementType::kC64: return "ComplexFloat";
+    case ElementType::kC128: return "ComplexDouble";
+    default: return hlo::short_name(type);
+  }
+}
+
+// attrs.rounding_mode: absent (true division), "trunc" or "floor".
 Values div(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
-  Operands p = prepare(b, operands, attrs);
-  const std::string& mode = attrs.s("mode");
+  std::string mode = attrs.has("rounding_mode") ? attrs.s("rounding_mode") : "true";
+  ElementType compute = attrs.has("compute_type") ? attrs.type("compute_type") : attrs.type("type");
+  if (mode != "true" && (compute == ElementType::kPred || hlo::is_complex(compute))) {
+    throw Unsupported("\"div_" + mode + "_tpu\" not implemented for '" +
+                      torch_dtype_name(compute) + "'");
+  }
+  bool integral = !hlo::is_floating(compute) && !hlo::is_complex(compute);
+  if (mode == "true" && integral) compute = attrs.type("type");  // integers divide as floats
+  Operands p = prepare_as(b, operands, attrs, compute);
   bool floating = hlo::is_floating(p.type) || hlo::is_complex(p.type);
   if (mode == "floor") {
     return result(b, floating ? floor_div_float(b, p.v[0], p.v[1]) : floor_div_int(b, p.v[0], p.v[1]),
@@ -116,10 +154,12 @@ Values cast(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
 }  // namespace
 
 void register_elementwise_rules(Registry& r) {
-  r.add("add", add);
-  r.add("sub", sub);
-  r.add("mul", mul);
-  r.add("div", div);
+  r.elementwise("add", add, {"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"});
+  r.elementwise("sub", sub, {"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"});
+  r.elementwise("mul", mul, {"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"});
+  r.elementwise("div", div,
+        {"div.Tensor", "div_.Tensor", "div.out", "div.Tensor_mode", "div_.Tensor_mode",
+         "div.out_mode", "div.Scalar", "div_.Scalar", "div.Scalar_mode", "div_.Scalar_mode"});
   r.add("cast", cast);
 }
 

@@ -1,17 +1,21 @@
 #include "lowering/registry.h"
 
-#include <stdexcept>
 #include <unordered_map>
 
 namespace torchtpu::lowering {
 namespace {
 
-std::unordered_map<std::string, LoweringRule>& table() {
-  static std::unordered_map<std::string, LoweringRule> rules;
-  return rules;
+struct Table {
+  std::unordered_map<std::string, LoweringRule> rules;
+  std::vector<AtenBinding> bindings;
+};
+
+Table& table() {
+  static Table t;
+  return t;
 }
 
-const std::unordered_map<std::string, LoweringRule>& built_table() {
+const Table& built_table() {
   static const bool built = [] {
     Registry r;
     register_view_rules(r);
@@ -24,19 +28,34 @@ const std::unordered_map<std::string, LoweringRule>& built_table() {
 
 }  // namespace
 
-void Registry::add(const std::string& op, LoweringRule rule) {
-  if (!table().emplace(op, rule).second) {
+void Registry::add(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops) {
+  bind(op, rule, std::move(aten_ops), false);
+}
+
+void Registry::elementwise(const std::string& op, LoweringRule rule,
+                           std::vector<std::string> aten_ops) {
+  bind(op, rule, std::move(aten_ops), true);
+}
+
+void Registry::bind(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops,
+                    bool elementwise) {
+  if (!table().rules.emplace(op, rule).second) {
     throw std::logic_error("torchtpu: two lowering rules for '" + op + "'");
+  }
+  for (std::string& aten : aten_ops) {
+    table().bindings.push_back({std::move(aten), op, elementwise});
   }
 }
 
 LoweringRule rule(const std::string& op) {
-  const auto& rules = built_table();
+  const auto& rules = built_table().rules;
   auto it = rules.find(op);
   if (it == rules.end()) throw std::out_of_range("torchtpu: no lowering rule for '" + op + "'");
   return it->second;
 }
 
-bool has_rule(const std::string& op) { return built_table().count(op) != 0; }
+bool has_rule(const std::string& op) { return built_table().rules.count(op) != 0; }
+
+const std::vector<AtenBinding>& aten_bindings() { return built_table().bindings; }
 
 }  // namespace torchtpu::lowering

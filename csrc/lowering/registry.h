@@ -1,7 +1,16 @@
 // The lowering table: op name -> a pure function from operand values and attributes to HLO.
 // Rules never see buffers, so one rule serves every eager mode and torch.compile.
+//
+// A rule may also name the ATen operators it implements ("exp", "exp_", "exp.out"); the PyTorch
+// glue runs those through one generic kernel. Operands arrive in schema order (tensors, and
+// Scalar/float arguments as 0-d values); other arguments are attributes under their schema names.
+// Attributes "type"/"shape" (and "type1"/"shape1", ... for further outputs) give each output's
+// element type and dimensions as PyTorch's meta function inferred them; "compute_type" is
+// PyTorch's result_type of the tensor operands and of the Scalars named self, other, exponent, min
+// and max (the ones PyTorch promotes with, as wrapped numbers).
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,18 +23,40 @@ using Values = std::vector<hlo::Value>;
 using LoweringRule = Values (*)(hlo::FunctionBuilder& b, const Values& operands,
                                 const Attrs& attrs);
 
+// Thrown by a rule for an input PyTorch itself refuses on every device (e.g. rounding division of
+// booleans): the glue raises it as NotImplementedError.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Throws std::out_of_range naming the op when no rule is registered.
 LoweringRule rule(const std::string& op);
 bool has_rule(const std::string& op);
 
-class Registry;
-// Each op family adds its rules here; called once when the table is built.
-void register_view_rules(Registry& r);
-void register_elementwise_rules(Registry& r);
+struct AtenBinding {
+  std::string aten_op;  // "add.Tensor", "exp_", "sum.IntList_out"
+  std::string rule;
+  // Broadcasting elementwise op: the glue checks shapes and output casts as PyTorch's
+  // TensorIterator does, with its messages.
+  bool elementwise = false;
+};
+// Every ATen operator a rule implements.
+const std::vector<AtenBinding>& aten_bindings();
 
 class Registry {
  public:
-  void add(const std::string& op, LoweringRule rule);
+  void add(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops = {});
+  // The same, for a broadcasting elementwise op.
+  void elementwise(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops);
+
+ private:
+  void bind(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops,
+            bool elementwise);
 };
+
+// Each op family adds its rules here; called once when the table is built.
+void register_view_rules(Registry& r);
+void register_elementwise_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

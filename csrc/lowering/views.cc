@@ -2,6 +2,7 @@
 // (sizes, strides, offset) over it, in the reader's element type.
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -157,6 +158,10 @@ Values view_write(FunctionBuilder& b, const Values& operands, const Attrs& attrs
   const Dims& strides = attrs.ints("strides");
   int64_t offset = attrs.i("offset");
   int64_t n = attrs.i("numel");
+  if (value.shape != Shape{attrs.type("type"), sizes}) {
+    throw std::logic_error("torchtpu: an op's lowering produced " + value.shape.mlir() +
+                           " where PyTorch expects " + Shape{attrs.type("type"), sizes}.mlir());
+  }
   bool dense = is_dense(sizes, strides);
   if (offset == 0 && dense && numel(sizes) == n) return {reshape(b, value, {n})};
   Value base = operands.size() == 2 ? retype_flat(b, operands[0], type) : full(b, type, {n}, 0);

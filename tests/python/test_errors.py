@@ -58,8 +58,9 @@ def test_casting_and_bool_rules():
     with pytest.raises(RuntimeError, match="For integral input tensors, argument alpha must not be "
                                            "a floating point number"):
         torch.add(i, i, alpha=0.5)
-    with pytest.raises(RuntimeError, match="div expected rounding_mode to be one of None, "
-                                           "'trunc', or 'floor' but found 'up'"):
+    # (PyTorch's meta function raises this one as a ValueError; its CPU kernel as RuntimeError)
+    with pytest.raises((RuntimeError, ValueError), match="div expected rounding_mode to be one of "
+                                                         "None, 'trunc', or 'floor' but found"):
         torch.div(i, i, rounding_mode="up")
 
 

@@ -1,0 +1,411 @@
+// One kernel for every ATen operator that has a lowering rule. PyTorch's own meta function infers
+// the outputs' shapes, strides and dtypes, and raises PyTorch's errors for bad arguments; the rule
+// then lowers the op. Functional, in-place and out= overloads all go through here.
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/ops.h"
+#include "aten/tensor_view.h"
+#include "lowering/registry.h"
+
+namespace torchtpu::aten {
+namespace {
+
+const lowering::AtenBinding& binding_for(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<const void*, const lowering::AtenBinding*> bindings;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = bindings.find(&op.schema());
+  if (it != bindings.end()) return *it->second;
+  const c10::OperatorName& name = op.operator_name();
+  std::string aten = name.name.substr(name.name.find("::") + 2);
+  if (!name.overload_name.empty()) aten += "." + name.overload_name;
+  for (const auto& binding : lowering::aten_bindings()) {
+    if (binding.aten_op == aten) return *bindings.emplace(&op.schema(), &binding).first->second;
+  }
+  TORCH_CHECK(false, "torchtpu: no lowering rule is bound to ", aten);
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined() || is_cpu_scalar(t)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+c10::IValue to_meta(const c10::IValue& v) {
+  if (v.isTensor()) return to_meta(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> list;
+    for (const at::Tensor& t : v.toTensorVector()) list.push_back(to_meta(t));
+    return list;
+  }
+  if (v.isList() && v.toListRef().size() > 0 && !v.isIntList() && !v.isDoubleList() &&
+      !v.isBoolList()) {  // Tensor?[]
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor()))
+                                  : std::nullopt);
+    }
+    return list;
+  }
+  return v;
+}
+
+// The tensors an argument holds (one, a list, or none).
+std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
+  std::vector<at::Tensor> out;
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) out.push_back(v.toTensor());
+  } else if (v.isTensorList()) {
+    out = v.toTensorVector();
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor() && e.toTensor().defined()) out.push_back(e.toTensor());
+    }
+  }
+  return out;
+}
+
+int scalar_operand(engine::Program& p, const c10::Scalar& s) {
+  if (s.isBoolean()) return scalar_argument(p, s, at::kBool);
+  if (s.isIntegral(false)) return scalar_argument(p, s, at::kLong);
+  if (s.isComplex()) return scalar_argument(p, s, at::kComplexDouble);
+  return scalar_argument(p, s, at::kDouble);
+}
+
+// The argument's type, looking through Optional.
+c10::TypeKind kind_of(const c10::Argument& arg) {
+  const c10::TypePtr& t = arg.real_type();
+  if (t->kind() != c10::TypeKind::OptionalType) return t->kind();
+  return t->expectRef<c10::OptionalType>().getElementType()->kind();
+}
+
+bool is_scalar_type(const c10::Argument& arg) {
+  return kind_of(arg) == c10::TypeKind::NumberType || kind_of(arg) == c10::TypeKind::FloatType;
+}
+
+// Scalars that take part in type promotion, as wrapped numbers in PyTorch's TensorIterator ops
+// (alpha, beta, value, weight and the like do not).
+bool promotes(const c10::Argument& arg) {
+  static const char* const kNames[] = {"self", "other", "exponent", "min", "max"};
+  if (kind_of(arg) != c10::TypeKind::NumberType) return false;
+  for (const char* name : kNames) {
+    if (arg.name() == name) return true;
+  }
+  return false;
+}
+
+// Adds argument `arg` with value `v`: tensors and scalars as operands, the rest as attributes.
+void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValue& v,
+                  std::vector<int>& operands, lowering::Attrs& attrs,
+                  at::native::ResultTypeState& promotion, bool& promoted) {
+  const std::string& name = arg.name();
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      attrs.set(name + "_absent", int64_t{1});
+      return;
+    }
+    promotion = at::native::update_result_type_state(t, promotion);
+    promoted = true;
+    operands.push_back(is_cpu_scalar(t) ? scalar_argument(p, t.item(), t.scalar_type())
+                                        : p.read(view_of(t)));
+  } else if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isDoubleList() &&
+                                  !v.isBoolList())) {
+    std::vector<int64_t> present;
+    for (const c10::IValue& e : v.toListRef()) {
+      bool defined = e.isTensor() && e.toTensor().defined();
+      present.push_back(defined);
+      if (defined) operands.push_back(p.read(view_of(e.toTensor())));
+    }
+    attrs.set(name + "_present", present);
+  } else if (is_scalar_type(arg)) {
+    if (v.isNone()) {
+      attrs.set(name + "_absent", int64_t{1});
+      return;
+    }
+    c10::Scalar s = v.toScalar();
+    if (promotes(arg)) {
+      promotion = at::native::update_result_type_state(s, promotion);
+      promoted = true;
+    }
+    operands.push_back(scalar_operand(p, s));
+  } else if (v.isNone()) {
+    // an absent optional attribute: rules test attrs.has(name)
+  } else if (kind_of(arg) == c10::TypeKind::DeviceObjType ||
+             kind_of(arg) == c10::TypeKind::LayoutType ||
+             kind_of(arg) == c10::TypeKind::MemoryFormatType) {
+    // placement and layout of the outputs: already decided by the meta function
+  } else if (kind_of(arg) == c10::TypeKind::ScalarTypeType) {
+    attrs.set_type(name, element_type(v.toScalarType()));
+  } else if (v.isBool()) {
+    attrs.set(name, int64_t{v.toBool()});
+  } else if (v.isInt()) {
+    attrs.set(name, v.toInt());
+  } else if (v.isIntList()) {
+    attrs.set(name, v.toIntVector());
+  } else if (v.isString()) {
+    attrs.set(name, std::string(v.toStringRef()));
+  } else {
+    TORCH_CHECK(false, "torchtpu: argument '", name, "' of type ", arg.real_type()->str(),
+                " is not supported by the lowered kernel");
+  }
+}
+
+// Index of the argument a mutable return aliases (in-place self, or out=), or -1.
+int aliased_argument(const c10::FunctionSchema& schema, size_t ret) {
+  const c10::AliasInfo* info = schema.returns()[ret].alias_info();
+  if (info == nullptr || !info->isWrite()) return -1;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::AliasInfo* a = args[i].alias_info();
+    if (a != nullptr && a->isWrite() && a->beforeSets() == info->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// What PyTorch's meta function said about one call signature: each output's geometry.
+struct OutputSpec {
+  std::vector<int64_t> sizes, strides;
+  at::ScalarType dtype;
+};
+struct ReturnSpec {
+  int aliased_argument;  // the mutated argument it returns (in-place, out=), or -1
+  bool is_list;
+  std::vector<OutputSpec> outputs;
+};
+using MetaResult = std::vector<ReturnSpec>;
+
+// Meta results by call signature (dtypes, sizes, strides, attribute values; not scalar values),
+// so PyTorch's meta function, written in Python for most ops, runs once per signature.
+class MetaCache {
+ public:
+  const MetaResult* find(const hlo::Fingerprint& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = results_.find(key);
+    return it == results_.end() ? nullptr : &it->second;
+  }
+  const MetaResult* insert(const hlo::Fingerprint& key, MetaResult result) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (results_.size() > 100000) results_.clear();  // bounds memory on shape-varying loads
+    return &results_.insert_or_assign(key, std::move(result)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<hlo::Fingerprint, MetaResult, hlo::FingerprintHash> results_;
+};
+
+MetaCache& meta_cache() {
+  static MetaCache* cache = new MetaCache();
+  return *cache;
+}
+
+void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
+  if (!t.defined()) {
+    f.add(int64_t{-1});
+    return;
+  }
+  f.add(static_cast<int64_t>(t.scalar_type()));
+  f.add(int64_t{t.is_cpu()} * 2 + int64_t{t.unsafeGetTensorImpl()->is_wrapped_number()});
+  f.add(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
+  f.add(std::vector<int64_t>(t.strides().begin(), t.strides().end()));
+}
+
+void add_key(hlo::Fingerprint& f, const c10::IValue& v) {
+  if (v.isTensor()) {
+    f.add(int64_t{1});
+    add_tensor_key(f, v.toTensor());
+  } else if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isDoubleList() &&
+                                  !v.isBoolList())) {
+    f.add(int64_t{2});
+    f.add(static_cast<int64_t>(v.toListRef().size()));
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) {
+        add_tensor_key(f, e.toTensor());
+      } else {
+        f.add(int64_t{-2});
+      }
+    }
+  } else if (v.isScalar()) {
+    c10::Scalar s = v.toScalar();
+    f.add(int64_t{3});
+    f.add(int64_t{s.isBoolean()} + 2 * s.isIntegral(false) + 4 * s.isComplex());
+  } else if (v.isBool() || v.isInt()) {
+    f.add(int64_t{4});
+    f.add(v.isBool() ? int64_t{v.toBool()} : v.toInt());
+  } else if (v.isIntList()) {
+    f.add(int64_t{5});
+    f.add(v.toIntVector());
+  } else if (v.isString()) {
+    f.add(int64_t{6});
+    f.add(v.toStringRef());
+  } else if (v.isNone()) {
+    f.add(int64_t{7});
+  } else if (v.isDevice()) {
+    f.add(int64_t{8});
+    f.add(v.toDevice().str());
+  } else {
+    f.add(int64_t{9});
+  }
+}
+
+// PyTorch's TensorIterator checks, with its messages: operands broadcast, and the result type
+// casts safely to each written output.
+void check_elementwise(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema) {
+  at::DimVector shape;
+  at::native::ResultTypeState promotion;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].isTensor() || !args[i].toTensor().defined() || schema.arguments()[i].is_out()) {
+      continue;
+    }
+    const at::Tensor& t = args[i].toTensor();
+    shape = at::infer_size_dimvector(shape, t.sizes());
+    promotion = at::native::update_result_type_state(t, promotion);
+  }
+  at::ScalarType common = at::native::result_type(promotion);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (schema.arguments()[i].name() == "alpha" && args[i].isScalar()) {
+      at::native::alpha_check(common, args[i].toScalar());
+    }
+  }
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    int alias = aliased_argument(schema, r);
+    if (alias < 0) continue;
+    const at::Tensor& out = args[alias].toTensor();
+    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,
+                " can't be cast to the desired output type ", out.scalar_type());
+    if (!schema.arguments()[alias].is_out()) {
+      TORCH_CHECK(out.sizes().equals(shape), "output with shape ", out.sizes(),
+                  " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+    }
+  }
+}
+
+MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::vector<c10::IValue> stack;
+  for (const c10::IValue& v : args) stack.push_back(to_meta(v));
+  std::vector<c10::IValue> meta_inputs = stack;  // keeps the meta out= tensors, for resizes
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.callBoxed(stack);
+  }
+  auto spec = [](const at::Tensor& m) {
+    return OutputSpec{std::vector<int64_t>(m.sizes().begin(), m.sizes().end()),
+                      std::vector<int64_t>(m.strides().begin(), m.strides().end()),
+                      m.scalar_type()};
+  };
+  MetaResult result;
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    const c10::IValue& meta = stack.at(r);
+    TORCH_CHECK(meta.isTensor() || meta.isTensorList(), "torchtpu: ", schema.name(),
+                " returns a non-tensor, which the lowered kernel cannot produce");
+    ReturnSpec ret{aliased_argument(schema, r), meta.isTensorList(), {}};
+    if (ret.aliased_argument >= 0) {
+      ret.outputs.push_back(spec(meta_inputs[ret.aliased_argument].toTensor()));
+    } else if (meta.isTensor()) {
+      ret.outputs.push_back(spec(meta.toTensor()));
+    } else {
+      for (const at::Tensor& m : meta.toTensorVector()) ret.outputs.push_back(spec(m));
+    }
+    result.push_back(std::move(ret));
+  }
+  return result;
+}
+
+}  // namespace
+
+void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const lowering::AtenBinding& binding = binding_for(op);
+  std::vector<c10::IValue> args(stack->end() - arguments.size(), stack->end());
+  torch::jit::drop(*stack, arguments.size());
+
+  std::vector<std::vector<at::Tensor>> held;
+  for (const c10::IValue& v : args) held.push_back(tensors_of(v));
+  std::vector<const at::Tensor*> all;
+  for (const auto& list : held) {
+    for (const at::Tensor& t : list) all.push_back(&t);
+  }
+  c10::Device device = common_device_of(all);
+  c10::DeviceGuard guard(device);
+
+  hlo::Fingerprint key;
+  key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
+  for (const c10::IValue& v : args) add_key(key, v);
+  const MetaResult* meta = meta_cache().find(key);
+  if (meta == nullptr) {
+    if (binding.elementwise) check_elementwise(args, schema);
+    meta = meta_cache().insert(key, run_meta(op, args));
+  }
+
+  // The real outputs: the mutated arguments (resized as the meta function resized its own), or
+  // new tensors with the meta function's geometry.
+  std::vector<at::Tensor> outputs;
+  std::vector<c10::IValue> results;
+  for (const ReturnSpec& ret : *meta) {
+    if (ret.aliased_argument >= 0) {
+      at::Tensor out = args[ret.aliased_argument].toTensor();
+      if (out.sizes() != ret.outputs[0].sizes) out.resize_(ret.outputs[0].sizes);
+      at::assert_no_internal_overlap(out);
+      for (const at::Tensor* input : all) {
+        if (input->is_privateuseone() && !input->is_same(out)) {
+          at::assert_no_partial_overlap(out, *input);
+        }
+      }
+      outputs.push_back(out);
+      results.emplace_back(out);
+      continue;
+    }
+    std::vector<at::Tensor> made;
+    for (const OutputSpec& o : ret.outputs) {
+      made.push_back(at::empty_strided(o.sizes, o.strides,
+                                       at::TensorOptions().dtype(o.dtype).device(device)));
+      outputs.push_back(made.back());
+    }
+    if (ret.is_list) {
+      results.emplace_back(made);
+    } else {
+      results.emplace_back(made[0]);
+    }
+  }
+
+  engine::Program p(device.index());
+  std::vector<int> operands;
+  lowering::Attrs attrs;
+  at::native::ResultTypeState promotion;
+  bool promoted = false;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].is_out()) continue;
+    add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    std::string suffix = k == 0 ? "" : std::to_string(k);
+    attrs.set_type("type" + suffix, element_type(outputs[k].scalar_type()));
+    attrs.set("shape" + suffix,
+              std::vector<int64_t>(outputs[k].sizes().begin(), outputs[k].sizes().end()));
+  }
+  if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
+  int first = p.apply(binding.rule, std::move(operands), std::move(attrs),
+                      static_cast<int>(outputs.size()));
+  for (size_t k = 0; k < outputs.size(); ++k) p.write(view_of(outputs[k]), first + k);
+  try {
+    p.run();
+  } catch (const lowering::Unsupported& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
+  }
+  for (c10::IValue& r : results) stack->push_back(std::move(r));
+}
+
+}  // namespace torchtpu::aten
