@@ -16,10 +16,10 @@ system-deps:
 	  else echo "please install:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
 	fi
 
-$(DEPS_STAMP): pyproject.toml
+$(DEPS_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 numpy pytest setuptools
+	$(PY) -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 numpy pytest expecttest setuptools
 	touch $(DEPS_STAMP)
 
 build: system-deps $(DEPS_STAMP)

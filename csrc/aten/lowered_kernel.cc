@@ -19,6 +19,16 @@
 namespace torchtpu::aten {
 namespace {
 
+// Whether binding name "exp.*" (any overload of exp or exp_) or "add.Tensor" names `op`.
+bool matches(const std::string& binding, const c10::OperatorName& op) {
+  std::string base = op.name.substr(op.name.find("::") + 2);
+  if (binding.size() > 2 && binding.compare(binding.size() - 2, 2, ".*") == 0) {
+    std::string stem = binding.substr(0, binding.size() - 2);
+    return base == stem || base == stem + "_";
+  }
+  return binding == (op.overload_name.empty() ? base : base + "." + op.overload_name);
+}
+
 const lowering::AtenBinding& binding_for(const c10::OperatorHandle& op) {
   static std::mutex mutex;
   static std::unordered_map<const void*, const lowering::AtenBinding*> bindings;
@@ -29,7 +39,9 @@ const lowering::AtenBinding& binding_for(const c10::OperatorHandle& op) {
   std::string aten = name.name.substr(name.name.find("::") + 2);
   if (!name.overload_name.empty()) aten += "." + name.overload_name;
   for (const auto& binding : lowering::aten_bindings()) {
-    if (binding.aten_op == aten) return *bindings.emplace(&op.schema(), &binding).first->second;
+    if (matches(binding.aten_op, name)) {
+      return *bindings.emplace(&op.schema(), &binding).first->second;
+    }
   }
   TORCH_CHECK(false, "torchtpu: no lowering rule is bound to ", aten);
 }
@@ -91,6 +103,12 @@ bool is_scalar_type(const c10::Argument& arg) {
   return kind_of(arg) == c10::TypeKind::NumberType || kind_of(arg) == c10::TypeKind::FloatType;
 }
 
+// Scalars that choose an algorithm rather than a value (a norm's order): attributes, part of the
+// cache key, instead of device arguments.
+bool is_static_scalar(const c10::Argument& arg) {
+  return is_scalar_type(arg) && (arg.name() == "ord" || arg.name() == "p");
+}
+
 // Scalars that take part in type promotion, as wrapped numbers in PyTorch's TensorIterator ops
 // (alpha, beta, value, weight and the like do not).
 bool promotes(const c10::Argument& arg) {
@@ -107,6 +125,10 @@ void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValu
                   std::vector<int>& operands, lowering::Attrs& attrs,
                   at::native::ResultTypeState& promotion, bool& promoted) {
   const std::string& name = arg.name();
+  if (v.isNone() && kind_of(arg) == c10::TypeKind::TensorType) {
+    attrs.set(name + "_absent", int64_t{1});
+    return;
+  }
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) {
@@ -126,6 +148,8 @@ void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValu
       if (defined) operands.push_back(p.read(view_of(e.toTensor())));
     }
     attrs.set(name + "_present", present);
+  } else if (is_static_scalar(arg) && !v.isNone()) {
+    attrs.set(name, v.toScalar().toDouble());
   } else if (is_scalar_type(arg)) {
     if (v.isNone()) {
       attrs.set(name + "_absent", int64_t{1});
@@ -151,6 +175,10 @@ void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValu
     attrs.set(name, v.toInt());
   } else if (v.isIntList()) {
     attrs.set(name, v.toIntVector());
+  } else if (v.isBoolList()) {
+    std::vector<int64_t> flags;
+    for (bool f : v.toBoolList()) flags.push_back(f);
+    attrs.set(name, flags);
   } else if (v.isString()) {
     attrs.set(name, std::string(v.toStringRef()));
   } else {
@@ -177,6 +205,7 @@ int aliased_argument(const c10::FunctionSchema& schema, size_t ret) {
 struct OutputSpec {
   std::vector<int64_t> sizes, strides;
   at::ScalarType dtype;
+  bool defined = true;  // false for outputs a mask turned off (native_layer_norm_backward)
 };
 struct ReturnSpec {
   int aliased_argument;  // the mutated argument it returns (in-place, out=), or -1
@@ -221,7 +250,9 @@ void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
   f.add(std::vector<int64_t>(t.strides().begin(), t.strides().end()));
 }
 
-void add_key(hlo::Fingerprint& f, const c10::IValue& v) {
+// Scalar values enter the key only `with_value`: for factories, whose output shape depends on them
+// (arange's end), and for static scalars.
+void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bool with_value) {
   if (v.isTensor()) {
     f.add(int64_t{1});
     add_tensor_key(f, v.toTensor());
@@ -236,10 +267,11 @@ void add_key(hlo::Fingerprint& f, const c10::IValue& v) {
         f.add(int64_t{-2});
       }
     }
-  } else if (v.isScalar()) {
+  } else if (scalar_argument && v.isScalar()) {
     c10::Scalar s = v.toScalar();
     f.add(int64_t{3});
     f.add(int64_t{s.isBoolean()} + 2 * s.isIntegral(false) + 4 * s.isComplex());
+    if (with_value) f.add(s.isComplex() ? s.toComplexDouble().real() : s.toDouble());
   } else if (v.isBool() || v.isInt()) {
     f.add(int64_t{4});
     f.add(v.isBool() ? int64_t{v.toBool()} : v.toInt());
@@ -301,6 +333,7 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
     op.callBoxed(stack);
   }
   auto spec = [](const at::Tensor& m) {
+    if (!m.defined()) return OutputSpec{{}, {}, at::kFloat, false};
     return OutputSpec{std::vector<int64_t>(m.sizes().begin(), m.sizes().end()),
                       std::vector<int64_t>(m.strides().begin(), m.strides().end()),
                       m.scalar_type()};
@@ -338,12 +371,30 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& list : held) {
     for (const at::Tensor& t : list) all.push_back(&t);
   }
+  // Boolean masks in index lists have data-dependent shapes: the CPU serves those calls.
+  for (const c10::IValue& v : args) {
+    if (!v.isList() || v.isIntList() || v.isBoolList() || v.isDoubleList()) continue;
+    for (const at::Tensor& t : tensors_of(v)) {
+      if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
+        for (c10::IValue& a : args) stack->push_back(std::move(a));
+        cpu_fallback(op, stack);
+        return;
+      }
+    }
+  }
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
 
   hlo::Fingerprint key;
   key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
-  for (const c10::IValue& v : args) add_key(key, v);
+  bool factory = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!arguments[i].is_out() && !tensors_of(args[i]).empty()) factory = false;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    add_key(key, args[i], is_scalar_type(arguments[i]),
+            factory || is_static_scalar(arguments[i]));
+  }
   const MetaResult* meta = meta_cache().find(key);
   if (meta == nullptr) {
     if (binding.elementwise) check_elementwise(args, schema);
@@ -370,8 +421,10 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
     std::vector<at::Tensor> made;
     for (const OutputSpec& o : ret.outputs) {
-      made.push_back(at::empty_strided(o.sizes, o.strides,
-                                       at::TensorOptions().dtype(o.dtype).device(device)));
+      made.push_back(o.defined ? at::empty_strided(o.sizes, o.strides,
+                                                   at::TensorOptions().dtype(o.dtype).device(
+                                                       device))
+                               : at::Tensor());
       outputs.push_back(made.back());
     }
     if (ret.is_list) {
@@ -391,6 +444,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!outputs[k].defined()) continue;
     std::string suffix = k == 0 ? "" : std::to_string(k);
     attrs.set_type("type" + suffix, element_type(outputs[k].scalar_type()));
     attrs.set("shape" + suffix,
@@ -399,13 +453,83 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
   int first = p.apply(binding.rule, std::move(operands), std::move(attrs),
                       static_cast<int>(outputs.size()));
-  for (size_t k = 0; k < outputs.size(); ++k) p.write(view_of(outputs[k]), first + k);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
+  }
   try {
     p.run();
   } catch (const lowering::Unsupported& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   }
   for (c10::IValue& r : results) stack->push_back(std::move(r));
+}
+
+namespace {
+
+bool supported_kind(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (t->kind() == c10::TypeKind::OptionalType) t = t->expectRef<c10::OptionalType>().getElementType();
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType:
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::ScalarTypeType:
+    case c10::TypeKind::LayoutType:
+    case c10::TypeKind::DeviceObjType:
+    case c10::TypeKind::MemoryFormatType:
+      return true;
+    case c10::TypeKind::ListType: {
+      c10::TypePtr e = t->expectRef<c10::ListType>().getElementType();
+      if (e->kind() == c10::TypeKind::OptionalType) {
+        return e->expectRef<c10::OptionalType>().getElementType()->kind() ==
+               c10::TypeKind::TensorType;
+      }
+      return e->kind() == c10::TypeKind::TensorType || e->kind() == c10::TypeKind::IntType ||
+             e->kind() == c10::TypeKind::SymIntType || e->kind() == c10::TypeKind::BoolType;
+    }
+    default:
+      return false;
+  }
+}
+
+bool supported_schema(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& arg : schema.arguments()) {
+    if (!supported_kind(arg.real_type())) return false;
+  }
+  for (const c10::Argument& ret : schema.returns()) {
+    c10::TypePtr t = ret.real_type();
+    bool tensor = t->kind() == c10::TypeKind::TensorType ||
+                  (t->kind() == c10::TypeKind::ListType &&
+                   t->expectRef<c10::ListType>().getElementType()->kind() ==
+                       c10::TypeKind::TensorType);
+    if (!tensor) return false;
+  }
+  return !schema.returns().empty();
+}
+
+}  // namespace
+
+std::vector<std::string> lowered_operators() {
+  std::vector<std::string> ops;
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    bool bound = false;
+    for (const auto& binding : lowering::aten_bindings()) bound = bound || matches(binding.aten_op, name);
+    if (!bound) continue;
+    std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        !supported_schema(op->schema())) {
+      continue;
+    }
+    std::string aten = name.name.substr(6);
+    ops.push_back(name.overload_name.empty() ? aten : aten + "." + name.overload_name);
+  }
+  return ops;
 }
 
 }  // namespace torchtpu::aten

@@ -36,6 +36,10 @@ at::Tensor& zero_(at::Tensor& self);
 
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The ATen overloads ("add.Tensor", ...) the generic kernel serves: those the rules name ("exp.*"
+// for every overload of exp and exp_), less composite ones (they decompose, keeping autograd) and
+// those with argument kinds it does not take (they stay on the CPU fallback).
+std::vector<std::string> lowered_operators();
 
 // Ops without a lowering run on the CPU (fallback.cc).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -42,8 +42,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(zero_));
 
   // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.
-  for (const auto& binding : lowering::aten_bindings()) {
-    m.impl(binding.aten_op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+  for (const std::string& op : lowered_operators()) {
+    m.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
   }
 }
 

@@ -1,5 +1,6 @@
 #include "engine/program.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "engine/runtime.h"
@@ -161,8 +162,16 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run() {
   }
   if (written == 0 && results_.empty()) return {};
   Runtime& runtime = Runtime::get();
-  auto exe = runtime.executables().get_or_compile(
-      fingerprint_, [this] { return hlo_text(); }, runtime.client());
+  std::shared_ptr<pjrt::Executable> exe;
+  try {
+    exe = runtime.executables().get_or_compile(
+        fingerprint_, [this] { return hlo_text(); }, runtime.client());
+  } catch (const pjrt::Error& e) {
+    // A program torchtpu built and the plugin refused: say which ops it held.
+    static const bool show_text = std::getenv("TORCHTPU_DEBUG_HLO") != nullptr;
+    throw pjrt::Error(e.code(), std::string(e.what()) + "\nin the torchtpu program:\n" +
+                                    debug_string() + (show_text ? hlo_text() : ""));
+  }
   std::vector<PJRT_Buffer*> args;
   args.reserve(arguments_.size());
   for (const auto& a : arguments_) args.push_back(a->raw());

@@ -17,10 +17,6 @@ struct Operands {
 Operands prepare_as(FunctionBuilder& b, const Values& operands, const Attrs& attrs,
                     ElementType type);
 
-ElementType opmath(ElementType type) {
-  return type == ElementType::kF16 || type == ElementType::kBF16 ? ElementType::kF32 : type;
-}
-
 // The operands in PyTorch's computation type (its result_type of the operands, or `type`).
 Operands prepare(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   ElementType type = attrs.has("compute_type") ? attrs.type("compute_type") : attrs.type("type");

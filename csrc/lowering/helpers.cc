@@ -1,5 +1,10 @@
 #include "lowering/helpers.h"
 
+#include <algorithm>
+#include <variant>
+
+#include <limits>
+#include <stdexcept>
 #include <numeric>
 
 namespace torchtpu::lowering {
@@ -136,6 +141,101 @@ bool is_dense(const Dims& sizes, const Dims& strides) {
 
 Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& dims) {
   return broadcast_to(b, convert(b, v, type), dims);
+}
+
+}  // namespace torchtpu::lowering
+
+namespace torchtpu::lowering {
+
+ElementType opmath(ElementType type) {
+  return type == ElementType::kF16 || type == ElementType::kBF16 ? ElementType::kF32 : type;
+}
+
+ElementType out_type(const Attrs& attrs, int k) {
+  return attrs.type(k == 0 ? "type" : "type" + std::to_string(k));
+}
+
+Dims out_shape(const Attrs& attrs, int k) {
+  return attrs.ints(k == 0 ? "shape" : "shape" + std::to_string(k));
+}
+
+ElementType compute_type(const Attrs& attrs) {
+  return attrs.has("compute_type") ? attrs.type("compute_type") : attrs.type("type");
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank) {
+  int64_t r = rank == 0 ? 1 : rank;
+  return dim < 0 ? dim + r : dim;
+}
+
+Dims reduction_dims(const Attrs& attrs, const std::string& key, int64_t rank) {
+  Dims dims;
+  if (attrs.has(key)) {
+    try {
+      dims = attrs.ints(key);
+    } catch (const std::bad_variant_access&) {
+      dims = {attrs.i(key)};
+    }
+  }
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+    return dims;
+  }
+  for (int64_t& d : dims) d = normalize_dim(d, rank);
+  if (rank == 0) dims.clear();  // a 0-d tensor reduces over nothing
+  return dims;
+}
+
+Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
+             const std::string& op) {
+  if (dims.empty()) return x;
+  Dims out;
+  for (size_t d = 0; d < x.shape.dims.size(); ++d) {
+    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) {
+      out.push_back(x.shape.dims[d]);
+    }
+  }
+  Shape scalar{x.shape.type, {}};
+  return b.op_with_region(
+      "stablehlo.reduce", {x, init}, {Shape{x.shape.type, out}}, {scalar, scalar},
+      [op, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
+        return std::vector<Value>{r.op(op, {args[0], args[1]}, scalar)};
+      },
+      "dimensions = " + FunctionBuilder::i64_array(dims))[0];
+}
+
+Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
+                const Dims& reduced_axes) {
+  Dims kept = full_rank_dims;
+  for (int64_t d : reduced_axes) kept[d] = 1;
+  return reshape(b, reduced, kept);
+}
+
+Value splat(FunctionBuilder& b, const Value& scalar, ElementType type, const Dims& dims) {
+  return broadcast_to(b, convert(b, scalar, type), dims);
+}
+
+Value extreme(FunctionBuilder& b, ElementType type, bool largest) {
+  if (hlo::is_floating(type)) {
+    return constant(b, type, largest ? std::numeric_limits<double>::infinity()
+                                     : -std::numeric_limits<double>::infinity());
+  }
+  std::string literal;
+  switch (type) {
+    case ElementType::kPred: literal = largest ? "true" : "false"; break;
+    case ElementType::kS8: literal = largest ? "127" : "-128"; break;
+    case ElementType::kS16: literal = largest ? "32767" : "-32768"; break;
+    case ElementType::kS32: literal = largest ? "2147483647" : "-2147483648"; break;
+    case ElementType::kS64:
+      literal = largest ? "9223372036854775807" : "-9223372036854775808";
+      break;
+    case ElementType::kU8: literal = largest ? "255" : "0"; break;
+    case ElementType::kU16: literal = largest ? "65535" : "0"; break;
+    case ElementType::kU32: literal = largest ? "4294967295" : "0"; break;
+    case ElementType::kU64: literal = largest ? "18446744073709551615" : "0"; break;
+    default: throw std::invalid_argument("no extreme value for complex types");
+  }
+  return b.constant(Shape{type, {}}, literal);
 }
 
 }  // namespace torchtpu::lowering

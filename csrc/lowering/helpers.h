@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hlo/builder.h"
+#include "lowering/attrs.h"
 
 namespace torchtpu::lowering {
 
@@ -37,8 +38,34 @@ Value binary(FunctionBuilder& b, const std::string& op, const Value& x, const Va
 Value compare(FunctionBuilder& b, const Value& x, const Value& y, const std::string& direction);
 Value select(FunctionBuilder& b, const Value& pred, const Value& on_true, const Value& on_false);
 
+// float16 and bfloat16 compute in float32, as PyTorch's kernels do ("opmath").
+ElementType opmath(ElementType type);
+// Output `k`'s type and shape as PyTorch's meta function gave them ("type"/"shape", "type1"...).
+ElementType out_type(const Attrs& attrs, int k = 0);
+Dims out_shape(const Attrs& attrs, int k = 0);
+// The computation type of an elementwise op: "compute_type", else the output type.
+ElementType compute_type(const Attrs& attrs);
+// Dimension attribute(s) made non-negative; an absent or empty list means every dimension.
+Dims reduction_dims(const Attrs& attrs, const std::string& key, int64_t rank);
+int64_t normalize_dim(int64_t dim, int64_t rank);
+
+// stablehlo.reduce of `x` over `dims` with the binary `op` ("stablehlo.add", "stablehlo.maximum").
+Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
+             const std::string& op);
+// Shape `x`'s reduction result back to `dims` (keepdim or not): a reshape.
+Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
+                const Dims& reduced_axes);
+// A typed 0-d operand broadcast to `dims` in `type`.
+Value splat(FunctionBuilder& b, const Value& scalar, ElementType type, const Dims& dims);
+// The smallest (or largest) value of a type, exactly: -inf / +inf for floats.
+Value extreme(FunctionBuilder& b, ElementType type, bool largest);
+
 // Row-major contiguous, ignoring dimensions of size 1.
 bool is_dense(const Dims& sizes, const Dims& strides);
+
+// Logical and / or of predicates.
+Value b_and(FunctionBuilder& b, const Value& x, const Value& y);
+Value b_or(FunctionBuilder& b, const Value& x, const Value& y);
 
 // Converts to `type` and broadcasts to `dims`: how operands meet in an elementwise op.
 Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& dims);

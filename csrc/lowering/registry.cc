@@ -20,6 +20,12 @@ const Table& built_table() {
     Registry r;
     register_view_rules(r);
     register_elementwise_rules(r);
+    register_math_rules(r);
+    register_reduction_rules(r);
+    register_linalg_rules(r);
+    register_nn_rules(r);
+    register_indexing_rules(r);
+    register_shape_rules(r);
     return true;
   }();
   (void)built;

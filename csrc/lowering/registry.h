@@ -10,6 +10,7 @@
 // and max (the ones PyTorch promotes with, as wrapped numbers).
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,9 +20,17 @@
 
 namespace torchtpu::lowering {
 
-using Values = std::vector<hlo::Value>;
-using LoweringRule = Values (*)(hlo::FunctionBuilder& b, const Values& operands,
-                                const Attrs& attrs);
+// Operand and result lists; indexing is bounds-checked, so a rule reading an operand that is not
+// there raises instead of reading past the end.
+class Values : public std::vector<hlo::Value> {
+ public:
+  using std::vector<hlo::Value>::vector;
+  Values(std::vector<hlo::Value> v) : std::vector<hlo::Value>(std::move(v)) {}  // NOLINT
+  const hlo::Value& operator[](size_t i) const { return at(i); }
+  hlo::Value& operator[](size_t i) { return at(i); }
+};
+using LoweringRule =
+    std::function<Values(hlo::FunctionBuilder& b, const Values& operands, const Attrs& attrs)>;
 
 // Thrown by a rule for an input PyTorch itself refuses on every device (e.g. rounding division of
 // booleans): the glue raises it as NotImplementedError.
@@ -58,5 +67,11 @@ class Registry {
 // Each op family adds its rules here; called once when the table is built.
 void register_view_rules(Registry& r);
 void register_elementwise_rules(Registry& r);
+void register_math_rules(Registry& r);
+void register_reduction_rules(Registry& r);
+void register_linalg_rules(Registry& r);
+void register_nn_rules(Registry& r);
+void register_indexing_rules(Registry& r);
+void register_shape_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

@@ -122,4 +122,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
   m.def("_metrics", &metrics);
   m.def("_clear_executable_cache", [] { engine::Runtime::get().executables().clear(); });
+  // Compiles StableHLO text on the plugin (raises its error): for checking what it accepts.
+  m.def("_compile_hlo", [](const std::string& text) {
+    without_gil([&] {
+      return engine::Runtime::get().client().compile(text, pjrt::portable_compile_options());
+    });
+  });
 }

@@ -1,0 +1,307 @@
+// Neural-network ops: softmax, normalisation, losses, embedding gradients, and their backwards.
+#include "lowering/helpers.h"
+#include "lowering/registry.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+Value sum_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
+  Value s = reduce(b, x, axes, constant(b, x.shape.type, 0), "stablehlo.add");
+  return broadcast_to(b, keep_dims(b, s, x.shape.dims, axes), x.shape.dims);
+}
+
+Value max_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
+  Value m = reduce(b, x, axes, extreme(b, x.shape.type, false), "stablehlo.maximum");
+  return broadcast_to(b, keep_dims(b, m, x.shape.dims, axes), x.shape.dims);
+}
+
+Value sub(FunctionBuilder& b, const Value& x, const Value& y) {
+  return binary(b, "stablehlo.subtract", x, y);
+}
+Value mul(FunctionBuilder& b, const Value& x, const Value& y) {
+  return binary(b, "stablehlo.multiply", x, y);
+}
+Value add(FunctionBuilder& b, const Value& x, const Value& y) {
+  return binary(b, "stablehlo.add", x, y);
+}
+Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
+  return binary(b, "stablehlo.divide", x, y);
+}
+
+// _softmax / _log_softmax(self, dim, half_to_float)
+LoweringRule softmax(bool log) {
+  return [log](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    ElementType t = out_type(a), c = opmath(t);
+    Value x = convert(b, v[0], c);
+    if (x.shape.rank() == 0) return Values{convert(b, full(b, c, {}, log ? 0 : 1), t)};
+    Dims axes{normalize_dim(a.i("dim"), x.shape.rank())};
+    Value shifted = sub(b, x, max_keep(b, x, axes));
+    Value e = unary(b, "stablehlo.exponential", shifted);
+    Value s = sum_keep(b, e, axes);
+    Value y = log ? sub(b, shifted, unary(b, "stablehlo.log", s)) : divide(b, e, s);
+    return Values{convert(b, y, t)};
+  };
+}
+
+// _softmax_backward_data / _log_softmax_backward_data(grad_output, output, dim, input_dtype)
+LoweringRule softmax_backward(bool log) {
+  return [log](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    ElementType t = out_type(a), c = opmath(t);
+    Value g = convert(b, v[0], c), y = convert(b, v[1], c);
+    if (g.shape.rank() == 0) return Values{convert(b, log ? g : full(b, c, {}, 0), t)};
+    Dims axes{normalize_dim(a.i("dim"), g.shape.rank())};
+    Value r = log ? sub(b, g, mul(b, unary(b, "stablehlo.exponential", y), sum_keep(b, g, axes)))
+                  : mul(b, y, sub(b, g, sum_keep(b, mul(b, g, y), axes)));
+    return Values{convert(b, r, t)};
+  };
+}
+
+// The trailing `k` dimensions of a rank-r shape.
+Dims trailing(size_t rank, size_t k) {
+  Dims axes;
+  for (size_t d = rank - k; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  return axes;
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+Values layer_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Value x = convert(b, v[0], c);
+  size_t k = a.ints("normalized_shape").size();
+  Dims axes = trailing(x.shape.rank(), k);
+  double n = 1;
+  for (int64_t d : axes) n *= static_cast<double>(x.shape.dims[d]);
+  size_t next = 1;
+  bool has_weight = !a.has("weight_absent"), has_bias = !a.has("bias_absent");
+  Value weight = has_weight ? v[next++] : Value{};
+  Value bias = has_bias ? v[next++] : Value{};
+  Value eps = v[next];
+  Value mean = divide(b, sum_keep(b, x, axes), full(b, c, x.shape.dims, n));
+  Value dev = sub(b, x, mean);
+  Value var = divide(b, sum_keep(b, mul(b, dev, dev), axes), full(b, c, x.shape.dims, n));
+  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, splat(b, eps, c, x.shape.dims)));
+  Value y = mul(b, dev, rstd);
+  if (has_weight) y = mul(b, y, broadcast_to(b, convert(b, weight, c), x.shape.dims));
+  if (has_bias) y = add(b, y, broadcast_to(b, convert(b, bias, c), x.shape.dims));
+  Dims stat = out_shape(a, 1);
+  auto stat_of = [&](const Value& full_value) {
+    Value one = slice(b, full_value, Dims(x.shape.rank(), 0), [&] {
+      Dims limits = x.shape.dims;
+      for (int64_t d : axes) limits[d] = 1;
+      return limits;
+    }());
+    return convert(b, reshape(b, one, stat), out_type(a, 1));
+  };
+  return {convert(b, y, t), stat_of(mean), stat_of(rstd)};
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
+// output_mask) -> (grad_input, grad_weight, grad_bias)
+Values layer_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Value g = convert(b, v[0], c), x = convert(b, v[1], c);
+  size_t k = a.ints("normalized_shape").size();
+  size_t rank = x.shape.rank();
+  Dims axes = trailing(rank, k), batch_axes;
+  for (size_t d = 0; d < rank - k; ++d) batch_axes.push_back(static_cast<int64_t>(d));
+  Dims kept = x.shape.dims;
+  for (int64_t d : axes) kept[d] = 1;
+  Value mean = broadcast_to(b, reshape(b, convert(b, v[2], c), kept), x.shape.dims);
+  Value rstd = broadcast_to(b, reshape(b, convert(b, v[3], c), kept), x.shape.dims);
+  bool has_weight = !a.has("weight_absent");
+  Value weight = has_weight ? broadcast_to(b, convert(b, v[4], c), x.shape.dims) : Value{};
+  double n = 1;
+  for (int64_t d : axes) n *= static_cast<double>(x.shape.dims[d]);
+  Value xhat = mul(b, sub(b, x, mean), rstd);
+  Value gw = has_weight ? mul(b, g, weight) : g;
+  Value sum_g = sum_keep(b, gw, axes), sum_gx = sum_keep(b, mul(b, gw, xhat), axes);
+  Value inner = sub(b, sub(b, mul(b, gw, full(b, c, x.shape.dims, n)), sum_g), mul(b, xhat, sum_gx));
+  Value dx = mul(b, divide(b, rstd, full(b, c, x.shape.dims, n)), inner);
+  Dims param = Dims(x.shape.dims.end() - k, x.shape.dims.end());
+  auto over_batch = [&](const Value& y) {
+    return reshape(b, reduce(b, y, batch_axes, constant(b, c, 0), "stablehlo.add"), param);
+  };
+  Value dweight = over_batch(mul(b, g, xhat));
+  Value dbias = over_batch(g);
+  ElementType wt = a.has("type1") ? out_type(a, 1) : t;
+  ElementType bt = a.has("type2") ? out_type(a, 2) : t;
+  return {convert(b, dx, t), convert(b, dweight, wt), convert(b, dbias, bt)};
+}
+
+// Reduction codes of PyTorch's losses.
+enum Reduction { kNone = 0, kMean = 1, kSum = 2 };
+
+// nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
+Values nll_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Value x = convert(b, v[0], c);
+  Value target = convert(b, v[1], ElementType::kS64);
+  bool batched = x.shape.rank() == 2;
+  if (!batched) {
+    x = reshape(b, x, {1, x.shape.dims[0]});
+    target = reshape(b, target, {1});
+  }
+  int64_t n = x.shape.dims[0], classes = x.shape.dims[1];
+  Value ignore = full(b, ElementType::kS64, {n}, static_cast<double>(a.i("ignore_index")));
+  Value valid = compare(b, target, ignore, "NE");
+  Value safe_target = select(b, valid, target, full(b, ElementType::kS64, {n}, 0));
+  Value onehot = compare(b, iota(b, ElementType::kS64, {n, classes}, 1),
+                         broadcast_in_dim(b, safe_target, {n, classes}, {0}), "EQ");
+  Value picked = reduce(b, select(b, onehot, x, full(b, c, {n, classes}, 0)), {1},
+                        constant(b, c, 0), "stablehlo.add");
+  Value w = convert(b, valid, c);
+  if (!a.has("weight_absent")) {
+    Value cw = convert(b, v[2], c);
+    Value gathered = reduce(b, select(b, onehot, broadcast_in_dim(b, cw, {n, classes}, {1}),
+                                      full(b, c, {n, classes}, 0)),
+                            {1}, constant(b, c, 0), "stablehlo.add");
+    w = mul(b, w, gathered);
+  }
+  Value losses = unary(b, "stablehlo.negate", mul(b, picked, w));
+  Value total = reduce(b, w, {0}, constant(b, c, 0), "stablehlo.add");
+  int64_t reduction = a.i("reduction");
+  Value out;
+  if (reduction == kNone) {
+    out = batched ? losses : reshape(b, losses, {});
+  } else {
+    Value s = reduce(b, losses, {0}, constant(b, c, 0), "stablehlo.add");
+    out = reduction == kSum ? s : divide(b, s, total);
+  }
+  return {convert(b, reshape(b, out, out_shape(a)), t),
+          convert(b, reshape(b, total, out_shape(a, 1)), out_type(a, 1))};
+}
+
+// nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
+Values nll_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Dims shape = out_shape(a);
+  bool batched = shape.size() == 2;
+  int64_t n = batched ? shape[0] : 1, classes = batched ? shape[1] : shape[0];
+  Value g = convert(b, v[0], c);
+  Value target = reshape(b, convert(b, v[2], ElementType::kS64), {n});
+  bool has_weight = !a.has("weight_absent");
+  Value total = convert(b, v[has_weight ? 4 : 3], c);
+  Value ignore = full(b, ElementType::kS64, {n}, static_cast<double>(a.i("ignore_index")));
+  Value valid = compare(b, target, ignore, "NE");
+  Value onehot = compare(b, iota(b, ElementType::kS64, {n, classes}, 1),
+                         broadcast_in_dim(b, target, {n, classes}, {0}), "EQ");
+  Value w = convert(b, valid, c);
+  if (has_weight) {
+    Value cw = convert(b, v[3], c);
+    Value gathered = reduce(b, select(b, onehot, broadcast_in_dim(b, cw, {n, classes}, {1}),
+                                      full(b, c, {n, classes}, 0)),
+                            {1}, constant(b, c, 0), "stablehlo.add");
+    w = mul(b, w, gathered);
+  }
+  int64_t reduction = a.i("reduction");
+  Value scale;  // per-sample gradient scale, [n]
+  if (reduction == kNone) {
+    scale = mul(b, reshape(b, g, {n}), w);
+  } else {
+    Value gs = broadcast_in_dim(b, reshape(b, g, {}), {n}, {});
+    scale = mul(b, gs, w);
+    if (reduction == kMean) scale = divide(b, scale, broadcast_in_dim(b, reshape(b, total, {}),
+                                                                      {n}, {}));
+  }
+  Value grad = select(b, onehot, broadcast_in_dim(b, unary(b, "stablehlo.negate", scale),
+                                                  {n, classes}, {0}),
+                      full(b, c, {n, classes}, 0));
+  return {convert(b, reshape(b, grad, shape), t)};
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+Values embedding_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Dims shape = out_shape(a);  // [num_weights, dim]
+  int64_t rows = shape[0], width = shape[1];
+  Value idx = convert(b, v[1], ElementType::kS64);
+  int64_t n = idx.shape.numel();
+  idx = reshape(b, idx, {n, 1});
+  Value g = reshape(b, convert(b, v[0], c), {n, width});
+  int64_t padding = a.i("padding_idx");
+  if (padding >= 0) {
+    Value keep = compare(b, reshape(b, idx, {n}), full(b, ElementType::kS64, {n}, padding), "NE");
+    g = select(b, broadcast_in_dim(b, keep, {n, width}, {0}), g, full(b, c, {n, width}, 0));
+  }
+  if (a.i("scale_grad_by_freq")) {
+    Value ones = full(b, c, {n}, 1);
+    Value counts = b.op_with_region(
+        "stablehlo.scatter", {full(b, c, {rows}, 0), idx, ones}, {Shape{c, {rows}}},
+        {Shape{c, {}}, Shape{c, {}}},
+        [c](FunctionBuilder& r, const std::vector<Value>& args) {
+          return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, Shape{c, {}})};
+        },
+        "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+        "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+        "unique_indices = false")[0];
+    Value per = b.op("stablehlo.gather", {counts, idx}, Shape{c, {n}},
+                     "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
+                     "start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1>, "
+                     "indices_are_sorted = false");
+    g = divide(b, g, broadcast_in_dim(b, per, {n, width}, {0}));
+  }
+  Value grad = b.op_with_region(
+      "stablehlo.scatter", {full(b, c, {rows, width}, 0), idx, g}, {Shape{c, {rows, width}}},
+      {Shape{c, {}}, Shape{c, {}}},
+      [c](FunctionBuilder& r, const std::vector<Value>& args) {
+        return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, Shape{c, {}})};
+      },
+      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
+      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+      "indices_are_sorted = false, unique_indices = false")[0];
+  return {convert(b, grad, t)};
+}
+
+Value reduce_loss(FunctionBuilder& b, const Value& losses, int64_t reduction) {
+  if (reduction == kNone) return losses;
+  Dims all;
+  for (size_t d = 0; d < losses.shape.rank(); ++d) all.push_back(static_cast<int64_t>(d));
+  Value s = reduce(b, losses, all, constant(b, losses.shape.type, 0), "stablehlo.add");
+  if (reduction == kSum) return s;
+  return divide(b, s, full(b, losses.shape.type, {}, static_cast<double>(losses.shape.numel())));
+}
+
+// mse_loss(self, target, reduction)
+Values mse_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Dims shape = v[0].shape.dims.size() >= v[1].shape.dims.size() ? v[0].shape.dims
+                                                                 : v[1].shape.dims;
+  Value d = sub(b, promote(b, v[0], c, shape), promote(b, v[1], c, shape));
+  return {convert(b, reshape(b, reduce_loss(b, mul(b, d, d), a.i("reduction")), out_shape(a)), t)};
+}
+
+// mse_loss_backward(grad_output, self, target, reduction)
+Values mse_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Dims shape = out_shape(a);
+  Value d = sub(b, promote(b, v[1], c, shape), promote(b, v[2], c, shape));
+  Value g = promote(b, v[0], c, shape);
+  Value r = mul(b, mul(b, full(b, c, shape, 2), d), g);
+  if (a.i("reduction") == kMean) {
+    r = divide(b, r, full(b, c, shape, static_cast<double>(v[1].shape.numel())));
+  }
+  return {convert(b, r, t)};
+}
+
+}  // namespace
+
+void register_nn_rules(Registry& r) {
+  r.add("softmax", softmax(false), {"_softmax", "_softmax.out"});
+  r.add("log_softmax", softmax(true), {"_log_softmax", "_log_softmax.out"});
+  r.add("softmax_backward", softmax_backward(false),
+        {"_softmax_backward_data", "_softmax_backward_data.out"});
+  r.add("log_softmax_backward", softmax_backward(true),
+        {"_log_softmax_backward_data", "_log_softmax_backward_data.out"});
+  r.add("layer_norm", layer_norm, {"native_layer_norm", "native_layer_norm.out"});
+  r.add("layer_norm_backward", layer_norm_backward,
+        {"native_layer_norm_backward", "native_layer_norm_backward.out"});
+  r.add("nll_loss", nll_loss, {"nll_loss_forward", "nll_loss_forward.output"});
+  r.add("nll_loss_backward", nll_loss_backward,
+        {"nll_loss_backward", "nll_loss_backward.grad_input"});
+  r.add("embedding_backward", embedding_backward,
+        {"embedding_dense_backward", "embedding_dense_backward.out"});
+  r.add("mse_loss", mse_loss, {"mse_loss", "mse_loss.out"});
+  r.add("mse_loss_backward", mse_loss_backward, {"mse_loss_backward", "mse_loss_backward.grad_input"});
+}
+
+}  // namespace torchtpu::lowering

@@ -1,0 +1,352 @@
+"""PyTorch's OpInfo database (op_db) on "tpu" against the CPU: values, effects on inputs, gradients.
+
+Every OpInfo gets one test per dtype it supports on the CPU among float32 (all ops) and int64/bool
+(only the ops in INT_BOOL_OPS). Each test runs the OpInfo's first samples on the CPU and on "tpu"
+(every tensor of the sample moved with .to("tpu")) and compares outputs and inputs afterwards
+with torch.testing.assert_close at the dtype's default tolerances; an error on the CPU must be an
+error on "tpu" too. For float32 ops that support autograd it also compares the gradients of
+sum(floating outputs) with respect to every input that requires grad. Ops without a lowering run
+through the CPU fallback, so this mostly checks the fallback and the copies around it; the ATen ops
+that fell back are collected and printed by the last test, test_zz_totals.
+
+Environment (the defaults fit the CI budget):
+
+    TORCHTPU_OPINFO_SHARD="i/n"   run only the ops whose index in the list sorted by (name,
+                                  variant) satisfies index % n == i (default "0/1": all of them)
+    TORCHTPU_OPINFO_SAMPLES=k     at most k samples per (op, dtype), the first ones the OpInfo
+                                  yields (default 3)
+    TORCHTPU_OPINFO_REPORT=path   test_zz_totals also writes its totals there as JSON
+
+SKIPS lists the ops not run (with why), XFAILS the known torchtpu bugs (xfail, not strict).
+"""
+
+import itertools
+import json
+import os
+import sys
+import types
+import unittest
+import warnings
+
+import pytest
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+import torchtpu
+
+try:  # torch.testing._internal imports expecttest, a test-only package torch's wheel lacks
+    import expecttest  # noqa: F401
+except ImportError:
+    _stub = types.ModuleType("expecttest")
+    _stub.TestCase = unittest.TestCase
+    _stub.ACCEPT = False
+    sys.modules["expecttest"] = _stub
+
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+# int64/bool run only for these: the elementwise, comparison and reduction ops where integer and
+# boolean semantics (promotion, overflow, truthiness) differ from float32's.
+INT_BOOL_OPS = {
+    "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "rsub",
+    "__radd__", "__rsub__", "__rmul__", "__rand__", "__ror__", "__rxor__",
+    "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "where", "masked_fill",
+    "abs", "neg", "sign", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "sum", "prod", "cumsum", "amax", "amin", "argmax", "argmin", "max", "min",
+    "all", "any", "count_nonzero", "nonzero",
+}
+
+RANDOM = "results are random: no two devices (or runs) agree"
+SKIPS = {
+    # Random ops (the CPU and "tpu" generators differ).
+    "bernoulli": RANDOM, "cauchy": RANDOM, "exponential": RANDOM, "geometric": RANDOM,
+    "log_normal": RANDOM, "multinomial": RANDOM, "normal": RANDOM, "normal.in_place": RANDOM,
+    "normal.number_mean": RANDOM, "uniform": RANDOM, "rand_like": RANDOM, "randint": RANDOM,
+    "randint_like": RANDOM, "randn": RANDOM, "randn_like": RANDOM,
+    "nn.functional.dropout": RANDOM, "nn.functional.dropout2d": RANDOM,
+    "nn.functional.dropout3d": RANDOM, "nn.functional.alpha_dropout": RANDOM,
+    "nn.functional.feature_alpha_dropout.with_train": RANDOM,
+    "nn.functional.feature_alpha_dropout.without_train": RANDOM,
+    "nn.functional.rrelu": RANDOM, "nn.functional.fractional_max_pool2d": RANDOM,
+    "nn.functional.fractional_max_pool3d": RANDOM, "svd_lowrank": RANDOM, "pca_lowrank": RANDOM,
+    # Uninitialized memory.
+    "empty": "values are uninitialized memory", "empty_like": "values are uninitialized memory",
+    "empty_permuted": "values are uninitialized memory",
+    "empty_strided": "values are uninitialized memory",
+    "new_empty": "values are uninitialized memory",
+    "new_empty_strided": "values are uninitialized memory",
+    "resize_": "growing a tensor leaves its new elements uninitialized",
+    "resize_as_": "growing a tensor leaves its new elements uninitialized",
+    # Not a torchtpu op at all.
+    "chalf": "returns complex32, which XLA lacks: tpu raises TypeError by design "
+             "(test_elementwise.py checks that error)",
+}
+
+NO_SPARSE = "no sparse layouts on tpu: .to('tpu') of a sparse tensor gives a Sparse(Csr)tpu tensor "
+NO_SPARSE += "that no op accepts (NotImplementedError), a missing feature"
+BN_STATS = ("training-mode batch norm does not update running_mean/running_var on tpu: "
+            "native_batch_norm's schema does not mark them mutable, so the CPU fallback never "
+            "copies the updated statistics back")
+CONV = ("convolutions raise NotImplementedError: aten::convolution_overrideable, which torch "
+        "dispatches to for PrivateUse1, has no tpu kernel, and its CPU version only raises")
+# Known torchtpu bugs and gaps: the tests run, and are reported as xfailed (or xpassed once fixed).
+XFAILS = {
+    "native_batch_norm": BN_STATS, "nn.functional.batch_norm": BN_STATS,
+    "nn.functional.instance_norm": BN_STATS,
+    "nn.functional.conv1d": CONV, "nn.functional.conv2d": CONV, "nn.functional.conv3d": CONV,
+    "nn.functional.conv_transpose1d": CONV, "nn.functional.conv_transpose2d": CONV,
+    "nn.functional.conv_transpose3d": CONV,
+    "nn.functional.layer_norm": "layer_norm off by ~7e-5 relative on a zero-variance sample: "
+                                "native_layer_norm's CompositeExplicitAutograd kernel beats the "
+                                "fallback, so tpu runs a native_batch_norm + addcmul "
+                                "decomposition whose rounding 1/sqrt(eps) amplifies",
+    "sparse.mm.reduce": NO_SPARSE, "sparse.sampled_addmm": NO_SPARSE, "to_sparse": NO_SPARSE,
+}
+
+CONJ_CRASH = ("segfaults: copying a tensor with the conjugate bit (ifft/hfft outputs are lazy "
+              "conj views) from tpu, x.conj().cpu(), kills the process")
+# Known bugs that kill the interpreter: xfailed without running them.
+CRASHES = {
+    "fft.hfft": CONJ_CRASH, "fft.hfft2": CONJ_CRASH, "fft.hfftn": CONJ_CRASH,
+    "fft.ifft": CONJ_CRASH, "fft.ihfft": CONJ_CRASH, "fft.ihfftn": CONJ_CRASH,
+}
+
+# Where tpu legitimately computes differently (another algorithm, XLA's math functions), so the
+# default float32 tolerances (rtol 1.3e-6, atol 1e-5) are too tight: (rtol, atol, why).
+TOLERANCES = {
+    "nn.functional.scaled_dot_product_attention": (
+        1e-4, 1e-4, "tpu runs the math decomposition (bmm, softmax), the CPU a fused kernel"),
+    "erfinv": (1e-4, 1e-4, "the gradient uses XLA's exp, ~6e-6 relative off near |x| = 1"),
+}
+
+# Ops whose tensor arguments (not the input) must be CPU tensors on every device, as on CUDA.
+CPU_ARGS = {"tensor_split": "tensor_indices_or_sections must be on the CPU"}
+
+
+def _key(op):
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def _shard():
+    i, n = (int(p) for p in os.environ.get("TORCHTPU_OPINFO_SHARD", "0/1").split("/"))
+    assert n >= 1 and 0 <= i < n, f"TORCHTPU_OPINFO_SHARD={i}/{n}: need 0 <= i < n"
+    return i, n
+
+
+def _cases():
+    i, n = _shard()
+    ops = sorted(op_db, key=lambda op: (op.name, op.variant_test_name))
+    for index, op in enumerate(ops):
+        if index % n != i:
+            continue
+        supported = op.supported_dtypes("cpu")
+        for dtype in DTYPES:
+            if dtype not in supported or (dtype != torch.float32 and op.name not in INT_BOOL_OPS):
+                continue
+            test_id = f"{_key(op)}-{str(dtype)[6:]}"
+            reason = _known(XFAILS, op, test_id)
+            marks = (pytest.mark.xfail(strict=False, reason=reason),) if reason else ()
+            yield pytest.param(op, dtype, id=test_id, marks=marks)
+
+
+def _known(table, op, test_id):
+    """The reason `table` gives for this test: by test id ("sign-bool") or by op ("sign")."""
+    return table.get(test_id, table.get(_key(op)))
+
+
+MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
+RESULTS = {}  # test id -> {"op", "dtype", "status", "passed", "failed", "fallbacks"}
+
+
+def _to_tpu(value):
+    """The sample on "tpu"; leaves keep requires_grad, as fresh leaves of their own."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("tpu").requires_grad_(value.requires_grad)
+    if isinstance(value, torch.device) and value.type == "cpu":
+        return torch.device("tpu")
+    return value
+
+
+def _clone(value):
+    """A CPU copy of the sample, so an in-place op can not change what "tpu" gets."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    return value
+
+
+def _to_cpu(value):
+    return value.detach().cpu() if isinstance(value, torch.Tensor) else value
+
+
+def _tpu_kwargs(kwargs):
+    """Factory kwargs (device="cpu") name the device the sample was made for: make it "tpu"."""
+    moved = tree_map(_to_tpu, kwargs)
+    if moved.get("device") in ("cpu", torch.device("cpu")):
+        moved["device"] = "tpu"
+    return moved
+
+
+def _run(op, inp, args, kwargs):
+    """(result, None) or (None, exception)."""
+    try:
+        return op(inp, *args, **kwargs), None
+    except Exception as e:  # noqa: BLE001  (any error is an outcome to compare)
+        return None, e
+
+
+def _compare(got, expected, what, tol):
+    """assert_close on every leaf of two output trees, with the leaf's path in the message."""
+    got_leaves, got_spec = tree_flatten(got)
+    exp_leaves, exp_spec = tree_flatten(expected)
+    assert len(got_leaves) == len(exp_leaves), f"{what}: {got_spec} != {exp_spec}"
+    for n, (g, e) in enumerate(zip(got_leaves, exp_leaves)):
+        if isinstance(e, torch.Tensor):
+            assert isinstance(g, torch.Tensor), f"{what}[{n}]: {type(g).__name__}, not a tensor"
+            assert g.device.type == "tpu", f"{what}[{n}]: on {g.device}, not on tpu"
+            torch.testing.assert_close(_to_cpu(g), e.detach(), equal_nan=True, **tol,
+                                       msg=lambda m, n=n: f"{what}[{n}]: {m}")
+        elif isinstance(e, float):
+            torch.testing.assert_close(g, e, equal_nan=True, **tol,
+                                       msg=lambda m, n=n: f"{what}[{n}]: {m}")
+        else:
+            assert g == e, f"{what}[{n}]: {g!r} != {e!r}"
+
+
+def _describe(sample):
+    """A sample in one line: tensors as dtype[shape] (with strides when not contiguous)."""
+    def short(v):
+        if not isinstance(v, torch.Tensor):
+            return v
+        if v.layout != torch.strided:
+            return f"{str(v.dtype)[6:]}{list(v.shape)} {v.layout}"
+        strides = "" if v.is_contiguous() else f" strides {v.stride()}"
+        return f"{str(v.dtype)[6:]}{list(v.shape)}{strides}"
+    text = repr(tree_map(short, (sample.input, sample.args, sample.kwargs))).replace("'", "")
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def _inputs(inp, args, kwargs):
+    return [t for t in tree_flatten((inp, args, kwargs))[0] if isinstance(t, torch.Tensor)]
+
+
+def _float_outputs(result):
+    return [t for t in tree_flatten(result)[0]
+            if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.requires_grad]
+
+
+def _check_sample(op, sample, grad):
+    """Raises AssertionError on the first difference between the CPU and "tpu" runs."""
+    tol = {}
+    if _key(op) in TOLERANCES:
+        rtol, atol, _ = TOLERANCES[_key(op)]
+        tol = {"rtol": rtol, "atol": atol}
+    dev_args = tree_map(_clone if _key(op) in CPU_ARGS else _to_tpu, sample.args)
+    dev = (tree_map(_to_tpu, sample.input), dev_args, _tpu_kwargs(sample.kwargs))
+    cpu = (tree_map(_clone, sample.input), tree_map(_clone, sample.args),
+           tree_map(_clone, sample.kwargs))
+    expected, cpu_error = _run(op, *cpu)
+    got, dev_error = _run(op, *dev)
+    if cpu_error is not None:
+        assert dev_error is not None, f"the CPU raised {cpu_error!r}, tpu did not"
+        return
+    if dev_error is not None:
+        raise AssertionError(f"tpu raised {type(dev_error).__name__}: {dev_error}") from dev_error
+    _compare(got, expected, "output", tol)
+    # In-place ops (and out=) change their inputs: those must end up equal too.
+    _compare(_inputs(*dev), _inputs(*cpu), "input after the op", tol)
+    if not grad:
+        return
+    expected_outs, got_outs = _float_outputs(expected), _float_outputs(got)
+    assert len(got_outs) == len(expected_outs), "a different number of outputs require grad"
+    if not expected_outs:
+        return
+    _, cpu_error = _run(lambda *_: sum(o.sum() for o in expected_outs).backward(), None, (), {})
+    _, dev_error = _run(lambda *_: sum(o.sum() for o in got_outs).backward(), None, (), {})
+    if cpu_error is not None:
+        assert dev_error is not None, f"backward raised {cpu_error!r} on the CPU, not on tpu"
+        return
+    if dev_error is not None:
+        raise AssertionError(f"tpu backward raised {type(dev_error).__name__}: {dev_error}")
+    for n, (g, e) in enumerate(zip(_inputs(*dev), _inputs(*cpu))):
+        if e.requires_grad:
+            _compare(g.grad, e.grad, f"grad of input {n}", tol)
+
+
+def _samples(op, dtype, requires_grad):
+    return itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad),
+                            MAX_SAMPLES)
+
+
+def _fallback_counts():
+    return dict(torchtpu.metrics()["cpu_fallbacks"])
+
+
+@pytest.mark.parametrize("op, dtype", list(_cases()))
+def test_op(op, dtype, request):
+    """One (op, dtype): every sample (and its gradients) must match the CPU's."""
+    record = {"op": _key(op), "dtype": str(dtype)[6:], "status": "skipped", "passed": 0,
+              "failed": 0, "fallbacks": []}
+    RESULTS[request.node.callspec.id] = record
+    if _key(op) in SKIPS or op.name in SKIPS:
+        pytest.skip(SKIPS.get(_key(op), SKIPS.get(op.name)))
+    if _known(CRASHES, op, request.node.callspec.id):
+        record["status"] = "crash"
+        pytest.xfail(_known(CRASHES, op, request.node.callspec.id))
+    # Each test compiles its own programs: what one op left in the executable cache must not
+    # change what the next one gets (and shards then behave like the whole run).
+    getattr(torchtpu._C, "_clear_executable_cache", lambda: None)()
+    record["status"] = "running"
+    before = _fallback_counts()
+    failures = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torchtpu:")
+        runs = [(s, False) for s in _samples(op, dtype, False)]
+        if dtype == torch.float32 and op.supports_autograd:
+            runs += [(s, True) for s in _samples(op, dtype, True)]
+        for n, (sample, grad) in enumerate(runs):
+            try:
+                _check_sample(op, sample, grad)
+                record["passed"] += 1
+            except AssertionError as e:
+                record["failed"] += 1
+                failures.append(f"sample {n}{' (grad)' if grad else ''} {_describe(sample)}: {e}")
+    after = _fallback_counts()
+    record["fallbacks"] = sorted(k for k, v in after.items() if v > before.get(k, 0))
+    record["status"] = "failed" if failures else "passed"
+    assert not failures, f"{len(failures)} of {len(runs)} samples differ; first: {failures[0]}"
+
+
+def test_zz_totals(capsys):
+    """The summary line (and JSON): what ran, what matched, which ATen ops fell back."""
+    ran = [r for r in RESULTS.values() if r["status"] in ("passed", "failed")]
+    not_run = {r["op"] for r in RESULTS.values() if r["status"] in ("skipped", "crash")}
+    fallbacks = sorted({f for r in RESULTS.values() for f in r["fallbacks"]})
+    failed = sorted(k for k, r in RESULTS.items() if r["status"] == "failed")
+    totals = {
+        "ops": len({r["op"] for r in RESULTS.values()}),
+        "tests": len(RESULTS),
+        "samples_passed": sum(r["passed"] for r in ran),
+        "samples_failed": sum(r["failed"] for r in ran),
+        "skipped_ops": len(not_run),
+        "failed_tests": [k for k in failed if RESULTS[k]["op"] not in XFAILS],
+        "xfailed_tests": [k for k in failed if RESULTS[k]["op"] in XFAILS],
+        "xpassed_tests": sorted(k for k, r in RESULTS.items()
+                                if r["status"] == "passed" and r["op"] in XFAILS),
+        "crash_xfails": sorted(k for k, r in RESULTS.items() if r["status"] == "crash"),
+        "fallback_ops": fallbacks,
+        "shard": "%d/%d" % _shard(),
+        "max_samples": MAX_SAMPLES,
+    }
+    line = (f"OpInfo totals: {totals['ops']} ops, {totals['samples_passed']} samples passed, "
+            f"{totals['samples_failed']} failed, {totals['skipped_ops']} skipped, "
+            f"fell back to CPU: {len(fallbacks)} ops ({', '.join(fallbacks)})")
+    with capsys.disabled():  # shown under -q too, not only when the test fails
+        print("\n" + line, flush=True)
+    if os.environ.get("TORCHTPU_OPINFO_REPORT"):
+        with open(os.environ["TORCHTPU_OPINFO_REPORT"], "w") as f:
+            json.dump(dict(totals, line=line), f, indent=1)
+    assert totals["samples_passed"] > 0, "no OpInfo sample was compared and passed"
