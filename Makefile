@@ -27,6 +27,7 @@ build: system-deps $(DEPS_STAMP)
 
 run: build
 	$(PY) examples/demo.py
+	$(PY) examples/train_gpt.py --steps 60
 
 cpp-test: build
 	./build/torchtpu_cpp_tests --gtest_brief=1
@@ -38,6 +39,7 @@ test: cpp-test py-test
 
 bench: build
 	$(PY) benchmarks/op_overhead.py
+	$(PY) benchmarks/eager_step.py
 
 clean:
 	rm -rf build torchtpu/*.so
