@@ -16,7 +16,7 @@ namespace torchtpu::aten {
 namespace {
 
 constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default_rng_seed_val
-constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
+constexpr size_t kStateBytes = 3 * sizeof(uint64_t);
 
 }  // namespace
 
@@ -28,6 +28,20 @@ TpuGeneratorImpl::TpuGeneratorImpl(c10::DeviceIndex device)
 void TpuGeneratorImpl::set_current_seed(uint64_t seed) {
   seed_ = seed;
   offset_ = 0;
+  state_.reset();
+}
+
+std::shared_ptr<pjrt::Buffer> TpuGeneratorImpl::device_state() {
+  if (!state_) {
+    uint64_t words[2] = {seed_, 0};
+    state_ = engine::Runtime::get().upload(words, hlo::ElementType::kU64, {2}, device().index());
+  }
+  return state_;
+}
+
+void TpuGeneratorImpl::advance(std::shared_ptr<pjrt::Buffer> next) {
+  state_ = std::move(next);
+  ++offset_;
 }
 
 uint64_t TpuGeneratorImpl::seed() {
@@ -41,16 +55,18 @@ void TpuGeneratorImpl::set_state(const c10::TensorImpl& state) {
                    "RNG state must be a torch.ByteTensor");
   TORCH_CHECK(state.numel() == static_cast<int64_t>(kStateBytes),
               "RNG state is wrong size: expected ", kStateBytes, " bytes, got ", state.numel());
-  uint64_t values[2];
+  uint64_t values[3];
   std::memcpy(values, state.data(), kStateBytes);
   seed_ = values[0];
-  offset_ = values[1];
+  state_ = engine::Runtime::get().upload(values + 1, hlo::ElementType::kU64, {2},
+                                         device().index());
 }
 
 c10::intrusive_ptr<c10::TensorImpl> TpuGeneratorImpl::get_state() const {
   at::Tensor state = at::empty({static_cast<int64_t>(kStateBytes)},
                                at::TensorOptions().dtype(at::kByte).device(at::kCPU));
-  uint64_t values[2] = {seed_, offset_};
+  uint64_t values[3] = {seed_, seed_, 0};
+  if (state_) state_->to_host(values + 1, 2 * sizeof(uint64_t));
   std::memcpy(state.data_ptr(), values, kStateBytes);
   return state.getIntrusivePtr();
 }
@@ -59,6 +75,7 @@ TpuGeneratorImpl* TpuGeneratorImpl::clone_impl() const {
   auto* g = new TpuGeneratorImpl(device().index());
   g->seed_ = seed_;
   g->offset_ = offset_;
+  g->state_ = state_;  // buffers are immutable: sharing one is a copy
   return g;
 }
 

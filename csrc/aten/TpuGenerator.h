@@ -1,9 +1,14 @@
-// The "tpu" random generator: a seed and a Philox offset, as CUDA's. Random ops (a later issue)
-// derive their keys from both, so torch.manual_seed reproduces a run.
+// The "tpu" random generator. Its state lives on the device: a ThreeFry state (ui64[2]) that every
+// random op takes as an argument and replaces with the state it returns, so random numbers are
+// drawn without a host round trip and torch.manual_seed reproduces a run.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
+
+#include <memory>
+
+#include "pjrt/buffer.h"
 
 namespace torchtpu::aten {
 
@@ -16,17 +21,22 @@ class TpuGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t seed() override;
   void set_offset(uint64_t offset) override { offset_ = offset; }
   uint64_t get_offset() const override { return offset_; }
-  // The state is a 16-byte CPU uint8 tensor: the seed, then the offset.
+  // The state is a 24-byte CPU uint8 tensor: the seed, then the device state's two words.
   void set_state(const c10::TensorImpl& state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
+  // The device state ([seed, 0] until the first draw), and its successor after a draw.
+  std::shared_ptr<pjrt::Buffer> device_state();
+  void advance(std::shared_ptr<pjrt::Buffer> next);
+
  private:
   TpuGeneratorImpl* clone_impl() const override;
 
   uint64_t seed_;
-  uint64_t offset_ = 0;
+  uint64_t offset_ = 0;  // draws so far
+  std::shared_ptr<pjrt::Buffer> state_;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);

@@ -34,6 +34,20 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value);
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
 
+// Random numbers from the device generator (ops_random.cc).
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen);
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen);
+at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen);
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
+                             std::optional<at::Generator> gen);
+at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> gen);
+at::Tensor& random_from_to(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                           std::optional<at::Generator> gen);
+at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen);
+at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen);
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+                                                  std::optional<bool> train);
+
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // The ATen overloads ("add.Tensor", ...) the generic kernel serves: those the rules name ("exp.*"

@@ -41,6 +41,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero_));
 
+  // Random numbers, from the device generator.
+  m.impl("uniform_", TORCH_FN(uniform_));
+  m.impl("normal_", TORCH_FN(normal_));
+  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
+  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
+  m.impl("bernoulli", TORCH_FN(bernoulli));
+  m.impl("random_.from", TORCH_FN(random_from_to));
+  m.impl("random_.to", TORCH_FN(random_to));
+  m.impl("random_", TORCH_FN(random_));
+  m.impl("native_dropout", TORCH_FN(native_dropout));
+
   // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.
   for (const std::string& op : lowered_operators()) {
     m.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());

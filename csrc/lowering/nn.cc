@@ -283,9 +283,21 @@ Values mse_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, r, t)};
 }
 
+// native_dropout_backward(grad_output, mask, scale)
+Values dropout_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Dims shape = out_shape(a);
+  Value g = promote(b, v[0], c, shape);
+  Value kept = mul(b, g, splat(b, v[2], c, shape));
+  return {convert(b, select(b, promote(b, v[1], ElementType::kPred, shape), kept,
+                            full(b, c, shape, 0)), t)};
+}
+
 }  // namespace
 
 void register_nn_rules(Registry& r) {
+  r.add("dropout_backward", dropout_backward,
+        {"native_dropout_backward", "native_dropout_backward.out"});
   r.add("softmax", softmax(false), {"_softmax", "_softmax.out"});
   r.add("log_softmax", softmax(true), {"_log_softmax", "_log_softmax.out"});
   r.add("softmax_backward", softmax_backward(false),

@@ -26,6 +26,7 @@ const Table& built_table() {
     register_nn_rules(r);
     register_indexing_rules(r);
     register_shape_rules(r);
+    register_random_rules(r);
     return true;
   }();
   (void)built;

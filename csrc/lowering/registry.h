@@ -73,5 +73,6 @@ void register_linalg_rules(Registry& r);
 void register_nn_rules(Registry& r);
 void register_indexing_rules(Registry& r);
 void register_shape_rules(Registry& r);
+void register_random_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

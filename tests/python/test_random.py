@@ -1,0 +1,101 @@
+"""Random numbers from the device generator: reproducible from a seed, with the right law."""
+
+import pytest
+import torch
+
+import torchtpu
+
+
+def draw_all():
+    return [torch.rand(64, device="tpu").cpu(), torch.randn(64, device="tpu").cpu(),
+            torch.randint(-5, 5, (64,), device="tpu").cpu(),
+            torch.bernoulli(torch.full((64,), 0.3, device="tpu")).cpu()]
+
+
+def test_manual_seed_reproduces_the_sequence():
+    torch.manual_seed(123)
+    first = draw_all()
+    torch.manual_seed(123)
+    second = draw_all()
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+    torch.manual_seed(124)
+    assert not torch.equal(draw_all()[0], first[0])
+
+
+def test_rng_state_round_trips():
+    torch.manual_seed(5)
+    torch.rand(3, device="tpu")
+    state = torch.tpu.get_rng_state()
+    expected = torch.rand(8, device="tpu").cpu()
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.rand(8, device="tpu").cpu(), expected)
+
+
+def test_explicit_generator_is_independent_of_the_default():
+    g = torch.Generator(device="tpu").manual_seed(9)
+    a = torch.rand(16, device="tpu", generator=g).cpu()
+    torch.rand(16, device="tpu")  # advances the default generator only
+    g.manual_seed(9)
+    assert torch.equal(torch.rand(16, device="tpu", generator=g).cpu(), a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_uniform_and_normal_statistics(dtype):
+    torch.manual_seed(0)
+    u = torch.empty(200_000, dtype=dtype, device="tpu").uniform_(2, 5).cpu().double()
+    assert u.min() >= 2 and u.max() < 5
+    assert abs(u.mean() - 3.5) < 0.02 and abs(u.var() - 0.75) < 0.02
+    n = torch.empty(200_000, dtype=dtype, device="tpu").normal_(1.0, 2.0).cpu().double()
+    assert abs(n.mean() - 1.0) < 0.03 and abs(n.std() - 2.0) < 0.03
+
+
+def test_integers_cover_their_range():
+    torch.manual_seed(0)
+    r = torch.randint(3, 9, (50_000,), device="tpu").cpu()
+    assert r.dtype == torch.int64
+    assert set(r.unique().tolist()) == set(range(3, 9))
+    b = torch.empty(1000, dtype=torch.bool, device="tpu").random_().cpu()
+    assert 300 < int(b.sum()) < 700
+    u8 = torch.empty(10_000, dtype=torch.uint8, device="tpu").random_().cpu()
+    assert int(u8.max()) > 250
+
+
+def test_bernoulli_and_dropout():
+    torch.manual_seed(0)
+    p = torch.linspace(0, 1, 5).repeat(20_000).to("tpu")
+    draws = torch.bernoulli(p).cpu().view(-1, 5).mean(0)
+    torch.testing.assert_close(draws, torch.linspace(0, 1, 5), atol=0.01, rtol=0)
+    x = torch.ones(100_000, device="tpu", requires_grad=True)
+    y = torch.nn.functional.dropout(x, 0.25)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - 0.75) < 0.01
+    assert torch.allclose(y[y != 0].cpu(), torch.tensor(1 / 0.75))
+    y.sum().backward()
+    assert torch.equal((x.grad != 0).cpu(), (y != 0).cpu())
+    assert torch.equal(torch.nn.functional.dropout(x, 0.25, training=False).cpu(), x.detach().cpu())
+
+
+def test_random_ops_do_not_fall_back(fallback_error):
+    torch.rand(4, device="tpu")
+    torch.randn(2, 2, device="tpu")
+    torch.randint(10, (3,), device="tpu")
+    torch.empty(3, device="tpu").uniform_()
+    torch.nn.functional.dropout(torch.ones(8, device="tpu"), 0.5)
+
+
+def test_bad_arguments_raise_like_cpu():
+    with pytest.raises(RuntimeError, match="uniform_ expects to return a \\[from, to\\) range"):
+        torch.empty(2, device="tpu").uniform_(3, 1)
+    with pytest.raises(RuntimeError, match="normal expects std >= 0.0"):
+        torch.empty(2, device="tpu").normal_(0, -1)
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to'"):
+        torch.empty(2, device="tpu").random_(5, 3)
+
+
+def test_draws_stay_on_device_and_compile_once():
+    torch.rand(32, device="tpu")
+    before = torchtpu.metrics()["executables_compiled"]
+    for _ in range(5):
+        torch.rand(32, device="tpu")
+    assert torchtpu.metrics()["executables_compiled"] == before
