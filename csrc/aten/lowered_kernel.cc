@@ -358,6 +358,39 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
 
 }  // namespace
 
+void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
+              const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
+              c10::Device device) {
+  const auto& arguments = schema.arguments();
+  engine::Program p(device.index());
+  std::vector<int> operands;
+  lowering::Attrs attrs;
+  at::native::ResultTypeState promotion;
+  bool promoted = false;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].is_out()) continue;
+    add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!outputs[k].defined()) continue;
+    std::string suffix = k == 0 ? "" : std::to_string(k);
+    attrs.set_type("type" + suffix, element_type(outputs[k].scalar_type()));
+    attrs.set("shape" + suffix,
+              std::vector<int64_t>(outputs[k].sizes().begin(), outputs[k].sizes().end()));
+  }
+  if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
+  int first = p.apply(rule, std::move(operands), std::move(attrs),
+                      static_cast<int>(outputs.size()));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
+  }
+  try {
+    p.run();
+  } catch (const lowering::Unsupported& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
+  }
+}
+
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& arguments = schema.arguments();
@@ -434,33 +467,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  engine::Program p(device.index());
-  std::vector<int> operands;
-  lowering::Attrs attrs;
-  at::native::ResultTypeState promotion;
-  bool promoted = false;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    if (arguments[i].is_out()) continue;
-    add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
-  }
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    if (!outputs[k].defined()) continue;
-    std::string suffix = k == 0 ? "" : std::to_string(k);
-    attrs.set_type("type" + suffix, element_type(outputs[k].scalar_type()));
-    attrs.set("shape" + suffix,
-              std::vector<int64_t>(outputs[k].sizes().begin(), outputs[k].sizes().end()));
-  }
-  if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
-  int first = p.apply(binding.rule, std::move(operands), std::move(attrs),
-                      static_cast<int>(outputs.size()));
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
-  }
-  try {
-    p.run();
-  } catch (const lowering::Unsupported& e) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
-  }
+  run_rule(binding.rule, schema, args, outputs, device);
   for (c10::IValue& r : results) stack->push_back(std::move(r));
 }
 

@@ -6,6 +6,8 @@
 #include <ATen/core/stack.h>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace c10 {
 class OperatorHandle;
@@ -50,6 +52,16 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Records `rule` on the op's arguments (operands and attributes as for lowered_kernel) writing
+// `outputs` (undefined ones skipped), and runs it.
+void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
+              const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
+              c10::Device device);
+
+// Convolutions and batch norm, whose shapes torchtpu computes itself (ops_conv.cc).
+void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // The ATen overloads ("add.Tensor", ...) the generic kernel serves: those the rules name ("exp.*"
 // for every overload of exp and exp_), less composite ones (they decompose, keeping autograd) and
 // those with argument kinds it does not take (they stay on the CPU fallback).

@@ -52,6 +52,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_", TORCH_FN(random_));
   m.impl("native_dropout", TORCH_FN(native_dropout));
 
+  // Convolutions: PyTorch routes a backend's convolutions through these two hooks.
+  m.impl("convolution_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_kernel>());
+  m.impl("convolution_backward_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_backward_kernel>());
+
+  m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
+
   // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.
   for (const std::string& op : lowered_operators()) {
     m.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());

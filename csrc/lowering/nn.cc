@@ -1,4 +1,6 @@
 // Neural-network ops: softmax, normalisation, losses, embedding gradients, and their backwards.
+#include <algorithm>
+
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
 
@@ -293,9 +295,151 @@ Values dropout_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
                             full(b, c, shape, 0)), t)};
 }
 
+// The per-channel axes of batch norm: every dim but 1.
+Dims channel_reduction_axes(size_t rank) {
+  Dims axes{0};
+  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  return axes;
+}
+
+Value per_channel(FunctionBuilder& b, const Value& v, const Dims& shape, ElementType c) {
+  return broadcast_in_dim(b, convert(b, v, c), shape, {1});
+}
+
+// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+//   -> (out, save_mean, save_invstd[, new running_mean, new running_var])
+Values batch_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Value x = convert(b, v[0], c);
+  const Dims& shape = x.shape.dims;
+  size_t next = 1;
+  auto optional = [&](const char* name) {
+    return a.has(std::string(name) + "_absent") ? Value{} : v[next++];
+  };
+  Value weight = optional("weight"), bias = optional("bias");
+  Value running_mean = optional("running_mean"), running_var = optional("running_var");
+  Value momentum = convert(b, v[next], c), eps = convert(b, v[next + 1], c);
+  Dims axes = channel_reduction_axes(shape.size());
+  int64_t channels = shape[1];
+  double n = static_cast<double>(x.shape.numel() / std::max<int64_t>(channels, 1));
+  bool training = a.i("training") != 0;
+  Value mean, var;
+  if (training) {
+    Value sum = reduce(b, x, axes, constant(b, c, 0), "stablehlo.add");
+    mean = divide(b, sum, full(b, c, {channels}, n));
+    Value dev = sub(b, x, per_channel(b, mean, shape, c));
+    var = divide(b, reduce(b, mul(b, dev, dev), axes, constant(b, c, 0), "stablehlo.add"),
+                 full(b, c, {channels}, n));
+  } else {
+    mean = convert(b, running_mean, c);
+    var = convert(b, running_var, c);
+  }
+  Value invstd = unary(b, "stablehlo.rsqrt", add(b, var, broadcast_to(b, eps, {channels})));
+  Value y = mul(b, sub(b, x, per_channel(b, mean, shape, c)), per_channel(b, invstd, shape, c));
+  if (weight.name.size()) y = mul(b, y, per_channel(b, weight, shape, c));
+  if (bias.name.size()) y = add(b, y, per_channel(b, bias, shape, c));
+  Values out{convert(b, y, t)};
+  if (training) {
+    out.push_back(convert(b, mean, out_type(a, 1)));
+    out.push_back(convert(b, invstd, out_type(a, 2)));
+  } else {
+    out.push_back(full(b, out_type(a, 1), {0}, 0));
+    out.push_back(full(b, out_type(a, 2), {0}, 0));
+  }
+  if (training && running_mean.name.size()) {
+    Value m = broadcast_to(b, momentum, {channels});
+    Value keep = sub(b, full(b, c, {channels}, 1), m);
+    Value unbiased = mul(b, var, full(b, c, {channels}, n / std::max(n - 1, 1.0)));
+    out.push_back(convert(b, add(b, mul(b, keep, convert(b, running_mean, c)), mul(b, m, mean)),
+                          out_type(a, 3)));
+    out.push_back(convert(b, add(b, mul(b, keep, convert(b, running_var, c)), mul(b, m, unbiased)),
+                          out_type(a, 4)));
+  }
+  return out;
+}
+
+// native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?,
+// save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias)
+Values batch_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = a.has("type") ? out_type(a) : v[1].shape.type, c = opmath(t);
+  Value g = convert(b, v[0], c), x = convert(b, v[1], c);
+  const Dims& shape = x.shape.dims;
+  size_t next = 2;
+  auto optional = [&](const char* name) {
+    return a.has(std::string(name) + "_absent") ? Value{} : v[next++];
+  };
+  Value weight = optional("weight"), running_mean = optional("running_mean");
+  Value running_var = optional("running_var"), save_mean = optional("save_mean");
+  Value save_invstd = optional("save_invstd");
+  Value eps = convert(b, v[next], c);
+  int64_t channels = shape[1];
+  Dims axes = channel_reduction_axes(shape.size());
+  double n = static_cast<double>(x.shape.numel() / std::max<int64_t>(channels, 1));
+  bool train = a.i("train") != 0;
+  Value mean = convert(b, train ? save_mean : running_mean, c);
+  Value invstd = train ? convert(b, save_invstd, c)
+                       : unary(b, "stablehlo.rsqrt", add(b, convert(b, running_var, c),
+                                                         broadcast_to(b, eps, {channels})));
+  Value xhat = mul(b, sub(b, x, per_channel(b, mean, shape, c)), per_channel(b, invstd, shape, c));
+  Value w = weight.name.size() ? per_channel(b, weight, shape, c) : full(b, c, shape, 1);
+  Value gw = mul(b, g, w);
+  Value dx;
+  if (train) {
+    Value sum_g = per_channel(b, reduce(b, gw, axes, constant(b, c, 0), "stablehlo.add"), shape, c);
+    Value sum_gx = per_channel(b, reduce(b, mul(b, gw, xhat), axes, constant(b, c, 0),
+                                         "stablehlo.add"), shape, c);
+    Value inner = sub(b, sub(b, mul(b, gw, full(b, c, shape, n)), sum_g), mul(b, xhat, sum_gx));
+    dx = mul(b, divide(b, per_channel(b, invstd, shape, c), full(b, c, shape, n)), inner);
+  } else {
+    dx = mul(b, gw, per_channel(b, invstd, shape, c));
+  }
+  Value dweight = reduce(b, mul(b, g, xhat), axes, constant(b, c, 0), "stablehlo.add");
+  Value dbias = reduce(b, g, axes, constant(b, c, 0), "stablehlo.add");
+  return {convert(b, dx, t), convert(b, dweight, a.has("type1") ? out_type(a, 1) : t),
+          convert(b, dbias, a.has("type2") ? out_type(a, 2) : t)};
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
+//   -> (grad_input, grad_weight, grad_bias)
+Values group_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = v[1].shape.type, c = opmath(t);
+  Dims shape = v[1].shape.dims;
+  int64_t n = a.i("N"), channels = a.i("C"), hw = a.i("HxW"), groups = a.i("group");
+  int64_t per = channels / groups;
+  Dims grouped{n, groups, per, hw};
+  Value g = reshape(b, convert(b, v[0], c), grouped), x = reshape(b, convert(b, v[1], c), grouped);
+  auto stat = [&](const Value& s) {
+    return broadcast_in_dim(b, reshape(b, convert(b, s, c), {n, groups}), grouped, {0, 1});
+  };
+  Value mean = stat(v[2]), rstd = stat(v[3]);
+  bool has_weight = !a.has("weight_absent");
+  Value w = has_weight ? broadcast_in_dim(b, reshape(b, convert(b, v[4], c), {groups, per}),
+                                          grouped, {1, 2})
+                       : full(b, c, grouped, 1);
+  Value xhat = mul(b, sub(b, x, mean), rstd);
+  Value gw = mul(b, g, w);
+  double m = static_cast<double>(per * hw);
+  Dims group_axes{2, 3};
+  Value sum_g = sum_keep(b, gw, group_axes), sum_gx = sum_keep(b, mul(b, gw, xhat), group_axes);
+  Value inner = sub(b, sub(b, mul(b, gw, full(b, c, grouped, m)), sum_g), mul(b, xhat, sum_gx));
+  Value dx = mul(b, divide(b, rstd, full(b, c, grouped, m)), inner);
+  auto per_channel_sum = [&](const Value& y) {
+    return reshape(b, reduce(b, y, {0, 3}, constant(b, c, 0), "stablehlo.add"), {channels});
+  };
+  Values out{convert(b, reshape(b, dx, shape), a.has("type") ? out_type(a) : t),
+             convert(b, per_channel_sum(mul(b, g, xhat)), a.has("type1") ? out_type(a, 1) : t),
+             convert(b, per_channel_sum(g), a.has("type2") ? out_type(a, 2) : t)};
+  return out;
+}
+
 }  // namespace
 
 void register_nn_rules(Registry& r) {
+  r.add("group_norm_backward", group_norm_backward,
+        {"native_group_norm_backward", "native_group_norm_backward.out"});
+  r.add("batch_norm", batch_norm);
+  r.add("batch_norm_backward", batch_norm_backward,
+        {"native_batch_norm_backward", "native_batch_norm_backward.out"});
   r.add("dropout_backward", dropout_backward,
         {"native_dropout_backward", "native_dropout_backward.out"});
   r.add("softmax", softmax(false), {"_softmax", "_softmax.out"});

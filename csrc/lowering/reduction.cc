@@ -102,8 +102,8 @@ LoweringRule arg_extremum(bool max) {
 }
 
 // var / std(self, dim?, correction?, keepdim): operands self, correction (when given).
-LoweringRule variance(bool root) {
-  return [root](FunctionBuilder& b, const Values& v, const Attrs& a) {
+LoweringRule variance(bool root, bool with_mean = false) {
+  return [root, with_mean](FunctionBuilder& b, const Values& v, const Attrs& a) {
     ElementType t = out_type(a), c = opmath(t);
     Value x = convert(b, v[0], c);
     Dims axes = reduction_dims(a, "dim", x.shape.rank());
@@ -120,7 +120,9 @@ LoweringRule variance(bool root) {
     divisor = binary(b, "stablehlo.maximum", divisor, full(b, c, sq.shape.dims, 0));
     Value var = binary(b, "stablehlo.divide", sq, divisor);
     if (root) var = unary(b, "stablehlo.sqrt", var);
-    return Values{convert(b, reshape(b, var, out_shape(a)), t)};
+    Values out{convert(b, reshape(b, var, out_shape(a)), t)};
+    if (with_mean) out.push_back(convert(b, reshape(b, mu, out_shape(a, 1)), out_type(a, 1)));
+    return out;
   };
 }
 
@@ -225,6 +227,8 @@ void register_reduction_rules(Registry& r) {
   r.add("argmin", arg_extremum(false), {"argmin", "argmin.out"});
   r.add("var", variance(false), {"var.correction", "var.correction_out"});
   r.add("std", variance(true), {"std.correction", "std.correction_out"});
+  r.add("var_mean", variance(false, true), {"var_mean.correction", "var_mean.correction_out"});
+  r.add("std_mean", variance(true, true), {"std_mean.correction", "std_mean.correction_out"});
   r.add("logsumexp", logsumexp, {"logsumexp", "logsumexp.out"});
   r.add("cumsum", cumsum, {"cumsum", "cumsum.out", "cumsum_"});
   r.add("linalg_vector_norm", vector_norm, {"linalg_vector_norm", "linalg_vector_norm.out"});

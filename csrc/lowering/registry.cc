@@ -27,6 +27,8 @@ const Table& built_table() {
     register_indexing_rules(r);
     register_shape_rules(r);
     register_random_rules(r);
+    register_conv_rules(r);
+    register_pooling_rules(r);
     return true;
   }();
   (void)built;

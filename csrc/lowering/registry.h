@@ -74,5 +74,7 @@ void register_nn_rules(Registry& r);
 void register_indexing_rules(Registry& r);
 void register_shape_rules(Registry& r);
 void register_random_rules(Registry& r);
+void register_conv_rules(Registry& r);
+void register_pooling_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

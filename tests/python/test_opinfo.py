@@ -93,6 +93,8 @@ BN_STATS = ("training-mode batch norm does not update running_mean/running_var o
             "copies the updated statistics back")
 CONV = ("convolutions raise NotImplementedError: aten::convolution_overrideable, which torch "
         "dispatches to for PrivateUse1, has no tpu kernel, and its CPU version only raises")
+SCATTER_0D = ("the gradient of a 0-dim input is 0, not 1: scatter/scatter_add into a 0-dim "
+              "tensor on tpu leave it unchanged")
 # Known torchtpu bugs and gaps: the tests run, and are reported as xfailed (or xpassed once fixed).
 XFAILS = {
     "native_batch_norm": BN_STATS, "nn.functional.batch_norm": BN_STATS,
@@ -100,10 +102,13 @@ XFAILS = {
     "nn.functional.conv1d": CONV, "nn.functional.conv2d": CONV, "nn.functional.conv3d": CONV,
     "nn.functional.conv_transpose1d": CONV, "nn.functional.conv_transpose2d": CONV,
     "nn.functional.conv_transpose3d": CONV,
-    "nn.functional.layer_norm": "layer_norm off by ~7e-5 relative on a zero-variance sample: "
-                                "native_layer_norm's CompositeExplicitAutograd kernel beats the "
-                                "fallback, so tpu runs a native_batch_norm + addcmul "
-                                "decomposition whose rounding 1/sqrt(eps) amplifies",
+    # scatter/scatter_add into a 0-dim tensor write nothing; the backward of these ops on a
+    # 0-dim input scatters the gradient that way, so it comes out 0 instead of 1.
+    "cummax": SCATTER_0D, "cummin": SCATTER_0D, "max.reduction_with_dim": SCATTER_0D,
+    "min.reduction_with_dim": SCATTER_0D, "median": SCATTER_0D, "nanmedian": SCATTER_0D,
+    "scatter": "scatter(..., reduce='multiply') raises NotImplementedError (not lowered) "
+               "instead of running on the CPU through the fallback",
+    "sign-bool": "sign of a bool tensor emits stablehlo.sign on i1, which PJRT refuses to compile",
     "sparse.mm.reduce": NO_SPARSE, "sparse.sampled_addmm": NO_SPARSE, "to_sparse": NO_SPARSE,
 }
 
@@ -121,6 +126,9 @@ TOLERANCES = {
     "nn.functional.scaled_dot_product_attention": (
         1e-4, 1e-4, "tpu runs the math decomposition (bmm, softmax), the CPU a fused kernel"),
     "erfinv": (1e-4, 1e-4, "the gradient uses XLA's exp, ~6e-6 relative off near |x| = 1"),
+    "nn.functional.layer_norm": (
+        1e-4, 1e-4, "a one-element (zero-variance) sample: the weight's gradient is 0 on tpu and "
+                    "2e-5 of rounding on the CPU"),
 }
 
 # Ops whose tensor arguments (not the input) must be CPU tensors on every device, as on CUDA.
@@ -198,15 +206,16 @@ def _run(op, inp, args, kwargs):
         return None, e
 
 
-def _compare(got, expected, what, tol):
-    """assert_close on every leaf of two output trees, with the leaf's path in the message."""
+def _compare(got, expected, what, tol, on_tpu=False):
+    """assert_close on every leaf of two output trees, with the leaf's path in the message;
+    `on_tpu`: tensors of `got` must also be on tpu (a fallback must bring its results back)."""
     got_leaves, got_spec = tree_flatten(got)
     exp_leaves, exp_spec = tree_flatten(expected)
     assert len(got_leaves) == len(exp_leaves), f"{what}: {got_spec} != {exp_spec}"
     for n, (g, e) in enumerate(zip(got_leaves, exp_leaves)):
         if isinstance(e, torch.Tensor):
             assert isinstance(g, torch.Tensor), f"{what}[{n}]: {type(g).__name__}, not a tensor"
-            assert g.device.type == "tpu", f"{what}[{n}]: on {g.device}, not on tpu"
+            assert g.device.type == "tpu" or not on_tpu, f"{what}[{n}]: on {g.device}, not tpu"
             torch.testing.assert_close(_to_cpu(g), e.detach(), equal_nan=True, **tol,
                                        msg=lambda m, n=n: f"{what}[{n}]: {m}")
         elif isinstance(e, float):
@@ -255,7 +264,10 @@ def _check_sample(op, sample, grad):
         return
     if dev_error is not None:
         raise AssertionError(f"tpu raised {type(dev_error).__name__}: {dev_error}") from dev_error
-    _compare(got, expected, "output", tol)
+    # An op told to go to the CPU (x.to("cpu")) returns CPU tensors; all others tpu ones.
+    to_cpu = any(isinstance(v, (str, torch.device)) and str(v) == "cpu"
+                 for v in tree_flatten((dev[1], dev[2]))[0])
+    _compare(got, expected, "output", tol, on_tpu=not to_cpu)
     # In-place ops (and out=) change their inputs: those must end up equal too.
     _compare(_inputs(*dev), _inputs(*cpu), "input after the op", tol)
     if not grad:
@@ -276,6 +288,12 @@ def _check_sample(op, sample, grad):
             _compare(g.grad, e.grad, f"grad of input {n}", tol)
 
 
+def _is_random(op, sample):
+    """Attention samples with dropout draw random masks (tpu has its own generator)."""
+    kwargs = sample.kwargs
+    return "attention" in op.name and (kwargs.get("dropout_p", 0) > 0 or kwargs.get("training"))
+
+
 def _samples(op, dtype, requires_grad):
     return itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad),
                             MAX_SAMPLES)
@@ -289,16 +307,13 @@ def _fallback_counts():
 def test_op(op, dtype, request):
     """One (op, dtype): every sample (and its gradients) must match the CPU's."""
     record = {"op": _key(op), "dtype": str(dtype)[6:], "status": "skipped", "passed": 0,
-              "failed": 0, "fallbacks": []}
+              "failed": 0, "random": 0, "fallbacks": []}
     RESULTS[request.node.callspec.id] = record
     if _key(op) in SKIPS or op.name in SKIPS:
         pytest.skip(SKIPS.get(_key(op), SKIPS.get(op.name)))
     if _known(CRASHES, op, request.node.callspec.id):
         record["status"] = "crash"
         pytest.xfail(_known(CRASHES, op, request.node.callspec.id))
-    # Each test compiles its own programs: what one op left in the executable cache must not
-    # change what the next one gets (and shards then behave like the whole run).
-    getattr(torchtpu._C, "_clear_executable_cache", lambda: None)()
     record["status"] = "running"
     before = _fallback_counts()
     failures = []
@@ -308,6 +323,9 @@ def test_op(op, dtype, request):
         if dtype == torch.float32 and op.supports_autograd:
             runs += [(s, True) for s in _samples(op, dtype, True)]
         for n, (sample, grad) in enumerate(runs):
+            if _is_random(op, sample):
+                record["random"] += 1
+                continue
             try:
                 _check_sample(op, sample, grad)
                 record["passed"] += 1
@@ -332,6 +350,7 @@ def test_zz_totals(capsys):
         "samples_passed": sum(r["passed"] for r in ran),
         "samples_failed": sum(r["failed"] for r in ran),
         "skipped_ops": len(not_run),
+        "random_samples_skipped": sum(r["random"] for r in ran),
         "failed_tests": [k for k in failed if RESULTS[k]["op"] not in XFAILS],
         "xfailed_tests": [k for k in failed if RESULTS[k]["op"] in XFAILS],
         "xpassed_tests": sorted(k for k, r in RESULTS.items()

@@ -1,0 +1,123 @@
+"""nn building blocks on "tpu", forward and backward, against CPU, with no CPU fallback."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.usefixtures("fallback_error")
+
+
+def check(fn, *inputs, rtol=1e-4, atol=1e-4):
+    cpu = [i.clone().requires_grad_(i.is_floating_point()) for i in inputs]
+    dev = [i.detach().to("tpu").requires_grad_(i.is_floating_point()) for i in inputs]
+    expected, got = fn(*cpu), fn(*dev)
+    torch.testing.assert_close(got.cpu(), expected, rtol=rtol, atol=atol)
+    (expected * expected).sum().backward()
+    (got * got).sum().backward()
+    for c, d in zip(cpu, dev):
+        if c.requires_grad:
+            torch.testing.assert_close(d.grad.cpu(), c.grad, rtol=rtol, atol=atol)
+
+
+X4 = torch.randn(2, 4, 9, 8, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1, "dilation": 2},
+                                    {"padding": 1, "groups": 2}])
+def test_conv2d(kwargs):
+    groups = kwargs.get("groups", 1)
+    w = torch.randn(6, 4 // groups, 3, 3)
+    check(lambda x, w, b: F.conv2d(x, w, b, **kwargs), X4, w, torch.randn(6))
+
+
+def test_conv1d():
+    check(lambda x, w: F.conv1d(x, w, stride=2, padding=2), torch.randn(3, 4, 17),
+          torch.randn(5, 4, 4))
+
+
+def test_conv_transpose2d_forward():
+    w = torch.randn(4, 3, 3, 3)
+    expected = F.conv_transpose2d(X4, w, stride=2, padding=1, output_padding=1)
+    got = F.conv_transpose2d(X4.to("tpu"), w.to("tpu"), stride=2, padding=1, output_padding=1)
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: F.max_pool2d(x, 3, 2, 1),
+    lambda x: F.max_pool2d(x, 2, 2, 0, dilation=2, ceil_mode=True),
+    lambda x: F.avg_pool2d(x, 3, 2, 1),
+    lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+    lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+    lambda x: F.adaptive_avg_pool2d(x, 1),
+], ids=["max", "max_dilated_ceil", "avg", "avg_no_pad_count", "avg_ceil", "adaptive_avg"])
+def test_pooling(fn):
+    check(fn, X4)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_batch_norm_updates_running_stats(train):
+    torch.manual_seed(0)
+    ref, dev = torch.nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4).to("tpu")
+    ref.train(train)
+    dev.train(train)
+    for _ in range(2):
+        xc = torch.randn(3, 4, 5, 5, requires_grad=True)
+        xt = xc.detach().to("tpu").requires_grad_()
+        yc, yt = ref(xc), dev(xt)
+        torch.testing.assert_close(yt.cpu(), yc, rtol=1e-4, atol=1e-4)
+        (yc * yc).sum().backward()
+        (yt * yt).sum().backward()
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dev.weight.grad.cpu(), ref.weight.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dev.running_mean.cpu(), ref.running_mean)
+    torch.testing.assert_close(dev.running_var.cpu(), ref.running_var)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: F.group_norm(x, 2),
+    lambda x: F.layer_norm(x, (8,)),
+    lambda x: F.rms_norm(x, (8,)),
+    lambda x: F.softmax(x, -1),
+    lambda x: F.log_softmax(x, 1),
+    lambda x: F.gelu(x),
+    lambda x: F.gelu(x, approximate="tanh"),
+    lambda x: F.silu(x),
+    lambda x: F.relu(x),
+    lambda x: F.leaky_relu(x, 0.1),
+    lambda x: torch.sigmoid(x) * torch.tanh(x),
+], ids=["group_norm", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu", "gelu_tanh",
+        "silu", "relu", "leaky_relu", "sigmoid_tanh"])
+def test_activations_and_norms(fn):
+    check(fn, X4)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_scaled_dot_product_attention(causal):
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v)
+
+
+def test_losses():
+    logits, target = torch.randn(6, 5), torch.tensor([0, 4, 2, 1, 3, 2])
+    check(lambda x, t: F.cross_entropy(x, t), logits, target)
+    check(lambda x, t: F.cross_entropy(x, t, reduction="sum", ignore_index=2), logits, target)
+    check(lambda x, t: F.nll_loss(F.log_softmax(x, 1), t,
+                                  weight=torch.arange(1.0, 6.0, device=x.device)), logits, target)
+    check(lambda x, y: F.mse_loss(x, y), torch.randn(4, 3), torch.randn(4, 3))
+
+
+def test_embedding():
+    idx = torch.tensor([[1, 3, 3], [0, 2, 1]])
+    check(lambda w, i: F.embedding(i, w), torch.randn(5, 4), idx)
+    check(lambda w, i: F.embedding(i, w, padding_idx=3), torch.randn(5, 4), idx)
+
+
+def test_linear_and_matmul_family():
+    a, b, bias = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5)
+    check(lambda a, b: a @ b, a, b)
+    check(lambda a, w, b: F.linear(a, w, b), a, torch.randn(5, 4), bias)
+    check(lambda x, y: torch.bmm(x, y), torch.randn(2, 3, 4), torch.randn(2, 4, 2))
+    check(lambda x, y, z: torch.baddbmm(z, x, y, beta=0.5, alpha=2), torch.randn(2, 3, 4),
+          torch.randn(2, 4, 2), torch.randn(2, 3, 2))
+    check(lambda x, y: torch.einsum("bij,bjk->bik", x, y), torch.randn(2, 3, 4),
+          torch.randn(2, 4, 2))
