@@ -404,16 +404,31 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& list : held) {
     for (const at::Tensor& t : list) all.push_back(&t);
   }
-  // Boolean masks in index lists have data-dependent shapes: the CPU serves those calls.
-  for (const c10::IValue& v : args) {
-    if (!v.isList() || v.isIntList() || v.isBoolList() || v.isDoubleList()) continue;
-    for (const at::Tensor& t : tensors_of(v)) {
-      if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
-        for (c10::IValue& a : args) stack->push_back(std::move(a));
-        cpu_fallback(op, stack);
-        return;
-      }
+  // A boolean mask in an index list stands for the coordinates of its true elements (PyTorch's
+  // rule): replace it by them, one index tensor per mask dimension, and dispatch again.
+  for (c10::IValue& v : args) {
+    if (!v.isList() || v.isIntList() || v.isBoolList() || v.isDoubleList() || v.isTensorList()) {
+      continue;
     }
+    bool has_mask = false;
+    for (const at::Tensor& t : tensors_of(v)) {
+      has_mask = has_mask || t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+    }
+    if (!has_mask) continue;
+    c10::List<std::optional<at::Tensor>> expanded;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!e.isTensor() || (e.toTensor().scalar_type() != at::kBool &&
+                            e.toTensor().scalar_type() != at::kByte)) {
+        expanded.push_back(e.isTensor() ? std::optional<at::Tensor>(e.toTensor()) : std::nullopt);
+        continue;
+      }
+      at::Tensor coords = torchtpu::aten::nonzero(e.toTensor());
+      for (int64_t d = 0; d < coords.size(1); ++d) expanded.push_back(coords.select(1, d));
+    }
+    v = expanded;
+    for (c10::IValue& a : args) stack->push_back(std::move(a));
+    op.callBoxed(stack);
+    return;
   }
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);

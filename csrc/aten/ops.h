@@ -50,6 +50,12 @@ at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen);
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
                                                   std::optional<bool> train);
 
+// Ops with value-dependent result shapes, which wait for the device once (ops_data_dependent.cc).
+at::Tensor nonzero(const at::Tensor& self);
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask);
+bool equal(const at::Tensor& self, const at::Tensor& other);
+
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Records `rule` on the op's arguments (operands and attributes as for lowered_kernel) writing

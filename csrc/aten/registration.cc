@@ -58,6 +58,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_kernel>());
 
+  // Value-dependent shapes: one wait for a count, then the device.
+  m.impl("nonzero", TORCH_FN(nonzero));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out));
+  m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("equal", TORCH_FN(equal));
+
   m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
 
   // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.

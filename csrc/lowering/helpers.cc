@@ -204,6 +204,27 @@ Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& 
       "dimensions = " + FunctionBuilder::i64_array(dims))[0];
 }
 
+Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis) {
+  size_t rank = x.shape.rank();
+  Dims window(rank, 1), strides(rank, 1);
+  window[axis] = x.shape.dims[axis];
+  std::string pad_text = "dense<[";
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t low = static_cast<int64_t>(d) == axis ? x.shape.dims[axis] - 1 : 0;
+    pad_text += (d ? ", [" : "[") + std::to_string(low) + ", 0]";
+  }
+  pad_text += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
+  ElementType c = x.shape.type;
+  Shape scalar{c, {}};
+  return b.op_with_region(
+      "stablehlo.reduce_window", {x, constant(b, c, 0)}, {x.shape}, {scalar, scalar},
+      [scalar](FunctionBuilder& r, const std::vector<Value>& args) {
+        return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, scalar)};
+      },
+      "window_dimensions = " + FunctionBuilder::i64_array(window) +
+          ", window_strides = " + FunctionBuilder::i64_array(strides) + ", padding = " + pad_text)[0];
+}
+
 Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
                 const Dims& reduced_axes) {
   Dims kept = full_rank_dims;

@@ -55,6 +55,8 @@ Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& 
 // Shape `x`'s reduction result back to `dims` (keepdim or not): a reshape.
 Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
                 const Dims& reduced_axes);
+// Inclusive prefix sums of `x` along `axis` (a reduce_window).
+Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis);
 // A typed 0-d operand broadcast to `dims` in `type`.
 Value splat(FunctionBuilder& b, const Value& scalar, ElementType type, const Dims& dims);
 // The smallest (or largest) value of a type, exactly: -inf / +inf for floats.

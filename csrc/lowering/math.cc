@@ -270,6 +270,18 @@ Value log_base(FunctionBuilder& b, const Value& x, double base) {
 
 std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
 
+// x << y and x >> y (arithmetic for signed types), as PyTorch: shifts past the width give 0
+// (or -1 for negative x shifted right).
+LoweringRule shift(bool left) {
+  return binary_fn([left](FunctionBuilder& b, const Value& x, const Value& y) {
+    ElementType t = x.shape.type;
+    const char* op = left ? "stablehlo.shift_left"
+                          : hlo::is_signed_integer(t) ? "stablehlo.shift_right_arithmetic"
+                                                      : "stablehlo.shift_right_logical";
+    return binary(b, op, x, y);
+  });
+}
+
 }  // namespace
 
 void register_math_rules(Registry& r) {
@@ -355,6 +367,12 @@ void register_math_rules(Registry& r) {
   r.elementwise("bitwise_or", binary_op("stablehlo.or"), all("bitwise_or"));
   r.elementwise("bitwise_xor", binary_op("stablehlo.xor"), all("bitwise_xor"));
   r.elementwise("maximum", binary_op("stablehlo.maximum"), all("maximum"));
+  r.elementwise("shift_left", shift(true), {"__lshift__.Scalar", "__lshift__.Tensor",
+                                            "__ilshift__.Scalar", "__ilshift__.Tensor",
+                                            "bitwise_left_shift.*"});
+  r.elementwise("shift_right", shift(false), {"__rshift__.Scalar", "__rshift__.Tensor",
+                                              "__irshift__.Scalar", "__irshift__.Tensor",
+                                              "bitwise_right_shift.*"});
   r.elementwise("minimum", binary_op("stablehlo.minimum"), all("minimum"));
   r.elementwise("max_other", binary_op("stablehlo.maximum"), {"max.other"});
   r.elementwise("min_other", binary_op("stablehlo.minimum"), {"min.other"});

@@ -142,34 +142,40 @@ Values logsumexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, reshape(b, r, out_shape(a)), t)};
 }
 
-// cumsum(self, dim, dtype?) as a prefix-sum reduce_window.
+// cumsum(self, dim, dtype?)
 Values cumsum(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
   Value x = convert(b, v[0], c);
   if (x.shape.rank() == 0) return {convert(b, x, t)};
-  int64_t axis = normalize_dim(a.i("dim"), x.shape.rank());
-  size_t rank = x.shape.rank();
-  Dims window(rank, 1), strides(rank, 1), padding;
-  window[axis] = x.shape.dims[axis];
-  for (size_t d = 0; d < rank; ++d) {
-    padding.push_back(static_cast<int64_t>(d) == axis ? x.shape.dims[axis] - 1 : 0);
-    padding.push_back(0);
+  return {convert(b, prefix_sum(b, x, normalize_dim(a.i("dim"), x.shape.rank())), t)};
+}
+
+// nonzero(self) with its count known (attrs shape [n, rank]): the coordinates of the nonzero
+// elements in row-major order.
+Values nonzero(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Value x = v[0];
+  Dims shape = out_shape(a);
+  int64_t n = shape[0], rank = shape[1], total = x.shape.numel();
+  Value mask = reshape(b, compare(b, x, full(b, x.shape.type, x.shape.dims, 0), "NE"), {total});
+  Value position = binary(b, "stablehlo.subtract",
+                          prefix_sum(b, convert(b, mask, ElementType::kS64), 0),
+                          full(b, ElementType::kS64, {total}, 1));
+  Value target = select(b, mask, position, full(b, ElementType::kS64, {total}, n));
+  std::vector<Value> columns;
+  for (int64_t d = 0; d < rank; ++d) {
+    columns.push_back(reshape(b, iota(b, ElementType::kS64, x.shape.dims, d), {total, 1}));
   }
-  std::string pad_text = "dense<[";
-  for (size_t d = 0; d < rank; ++d) {
-    pad_text += (d ? ", [" : "[") + std::to_string(padding[2 * d]) + ", " +
-                std::to_string(padding[2 * d + 1]) + "]";
-  }
-  pad_text += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
-  Shape scalar{c, {}};
-  Value r = b.op_with_region(
-      "stablehlo.reduce_window", {x, constant(b, c, 0)}, {x.shape}, {scalar, scalar},
-      [scalar](FunctionBuilder& r, const std::vector<Value>& args) {
-        return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, scalar)};
-      },
-      "window_dimensions = " + FunctionBuilder::i64_array(window) +
-          ", window_strides = " + FunctionBuilder::i64_array(strides) + ", padding = " + pad_text)[0];
-  return {convert(b, r, t)};
+  Value coords = rank ? concatenate(b, columns, 1) : full(b, ElementType::kS64, {total, 0}, 0);
+  Shape scalar{ElementType::kS64, {}};
+  Value rows = b.op_with_region(
+      "stablehlo.scatter", {full(b, ElementType::kS64, {n + 1, rank}, 0),
+                            reshape(b, target, {total, 1}), coords},
+      {Shape{ElementType::kS64, {n + 1, rank}}}, {scalar, scalar},
+      [](FunctionBuilder&, const std::vector<Value>& args) { return std::vector<Value>{args[1]}; },
+      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
+      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+      "indices_are_sorted = true, unique_indices = false")[0];
+  return {slice(b, rows, {0, 0}, {n, rank})};
 }
 
 // linalg_vector_norm(self, ord, dim?, keepdim, dtype?): ord is a static attribute.
@@ -197,6 +203,49 @@ Values vector_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
     r = binary(b, "stablehlo.power", s, full(b, c, s.shape.dims, 1.0 / ord));
   }
   return {convert(b, reshape(b, r, out_shape(a)), t)};
+}
+
+// Stable sort of `x` along `axis` with its indices; NaN sorts as the largest value, as in PyTorch.
+std::pair<Value, Value> sort_along(FunctionBuilder& b, const Value& x, int64_t axis,
+                                   bool descending) {
+  ElementType t = x.shape.type;
+  Value index = iota(b, ElementType::kS64, x.shape.dims, axis);
+  Shape vs{t, {}}, is{ElementType::kS64, {}};
+  auto r = b.op_with_region(
+      "stablehlo.sort", {x, index}, {x.shape, index.shape}, {vs, vs, is, is},
+      [descending, t](FunctionBuilder& r, const std::vector<Value>& args) {
+        const Value &a = args[0], &c = args[1];
+        Value before = compare(r, a, c, descending ? "GT" : "LT");
+        if (hlo::is_floating(t)) {
+          Value nan_a = compare(r, a, a, "NE"), nan_c = compare(r, c, c, "NE");
+          Value nan_first = descending ? b_and(r, nan_a, unary(r, "stablehlo.not", nan_c))
+                                       : b_and(r, unary(r, "stablehlo.not", nan_a), nan_c);
+          before = b_or(r, before, nan_first);
+        }
+        return std::vector<Value>{before};
+      },
+      "dimension = " + std::to_string(axis) + " : i64, is_stable = true");
+  return {r[0], r[1]};
+}
+
+// sort(self, stable?, dim, descending) -> (values, indices)
+Values sort(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Value x = v[0];
+  if (x.shape.rank() == 0) return {x, constant(b, ElementType::kS64, 0)};
+  auto [values, indices] = sort_along(b, x, normalize_dim(a.i("dim"), x.shape.rank()),
+                                      a.i("descending") != 0);
+  return {values, indices};
+}
+
+// topk(self, k, dim, largest, sorted) -> (values, indices)
+Values topk(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Value x = v[0];
+  if (x.shape.rank() == 0) return {x, constant(b, ElementType::kS64, 0)};
+  int64_t axis = normalize_dim(a.i("dim"), x.shape.rank());
+  auto [values, indices] = sort_along(b, x, axis, a.i("largest") != 0);
+  Dims start(x.shape.rank(), 0), limit = x.shape.dims;
+  limit[axis] = a.i("k");
+  return {slice(b, values, start, limit), slice(b, indices, start, limit)};
 }
 
 }  // namespace
@@ -231,6 +280,9 @@ void register_reduction_rules(Registry& r) {
   r.add("std_mean", variance(true, true), {"std_mean.correction", "std_mean.correction_out"});
   r.add("logsumexp", logsumexp, {"logsumexp", "logsumexp.out"});
   r.add("cumsum", cumsum, {"cumsum", "cumsum.out", "cumsum_"});
+  r.add("nonzero", nonzero);
+  r.add("sort", sort, {"sort", "sort.stable", "sort.values", "sort.values_stable"});
+  r.add("topk", topk, {"topk", "topk.values"});
   r.add("linalg_vector_norm", vector_norm, {"linalg_vector_norm", "linalg_vector_norm.out"});
 }
 

@@ -123,9 +123,43 @@ Values arange(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, r, t)};
 }
 
+// linspace(start, end, steps): PyTorch's symmetric formula, exact at both ends.
+Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  Dims shape = out_shape(a);
+  int64_t steps = shape.empty() ? 1 : shape[0];
+  ElementType c = hlo::is_complex(t) ? t : ElementType::kF64;
+  Value start = convert(b, v[0], c), end = convert(b, v[1], c);
+  if (steps <= 1) return {convert(b, broadcast_to(b, start, shape), t)};
+  Value step = binary(b, "stablehlo.divide", binary(b, "stablehlo.subtract", end, start),
+                      constant(b, c, static_cast<double>(steps - 1)));
+  Value i = convert(b, iota(b, ElementType::kS64, shape, 0), c);
+  Value from_start = binary(b, "stablehlo.add", broadcast_to(b, start, shape),
+                            binary(b, "stablehlo.multiply", i, broadcast_to(b, step, shape)));
+  Value back = binary(b, "stablehlo.subtract", full(b, c, shape, static_cast<double>(steps - 1)), i);
+  Value from_end = binary(b, "stablehlo.subtract", broadcast_to(b, end, shape),
+                          binary(b, "stablehlo.multiply", back, broadcast_to(b, step, shape)));
+  Value first_half = compare(b, iota(b, ElementType::kS64, shape, 0),
+                             full(b, ElementType::kS64, shape, static_cast<double>(steps / 2)),
+                             "LT");
+  Value r = select(b, first_half, from_start, from_end);
+  if (!hlo::is_floating(t) && !hlo::is_complex(t)) r = unary(b, "stablehlo.floor", r);
+  return {convert(b, r, t)};
+}
+
+// eye(n, m): ones on the diagonal.
+Values eye(FunctionBuilder& b, const Values&, const Attrs& a) {
+  Dims shape = out_shape(a);
+  Value diagonal = compare(b, iota(b, ElementType::kS64, shape, 0),
+                           iota(b, ElementType::kS64, shape, 1), "EQ");
+  return {convert(b, diagonal, out_type(a))};
+}
+
 }  // namespace
 
 void register_shape_rules(Registry& r) {
+  r.add("linspace", linspace, {"linspace.out"});
+  r.add("eye", eye, {"eye.out", "eye.m_out"});
   r.add("cat", cat, {"cat", "cat.out"});
   r.add("tril", triangle(true), {"tril", "tril.out", "tril_"});
   r.add("triu", triangle(false), {"triu", "triu.out", "triu_"});

@@ -17,7 +17,11 @@ Environment (the defaults fit the CI budget):
                                   yields (default 3)
     TORCHTPU_OPINFO_REPORT=path   test_zz_totals also writes its totals there as JSON
 
-SKIPS lists the ops not run (with why), XFAILS the known torchtpu bugs (xfail, not strict).
+Tables below, each entry with its reason: SKIPS, ops not run (random results, uninitialized
+memory); XFAILS, known torchtpu bugs and gaps (xfail, not strict, so a fix shows as XPASS);
+CRASHES, known bugs that kill the interpreter (xfailed without running); TOLERANCES, ops where tpu
+legitimately computes another way and the default tolerances are too tight; CPU_ARGS, ops whose
+tensor arguments PyTorch requires on the CPU on every device.
 """
 
 import itertools
@@ -26,7 +30,6 @@ import os
 import sys
 import types
 import unittest
-import warnings
 
 import pytest
 import torch
@@ -34,15 +37,20 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import torchtpu
 
-try:  # torch.testing._internal imports expecttest, a test-only package torch's wheel lacks
-    import expecttest  # noqa: F401
-except ImportError:
-    _stub = types.ModuleType("expecttest")
-    _stub.TestCase = unittest.TestCase
-    _stub.ACCEPT = False
-    sys.modules["expecttest"] = _stub
 
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+def _load_op_db():
+    """op_db; torch.testing._internal imports expecttest, a test-only package torch's wheel lacks
+    (only its TestCase base class and ACCEPT flag are used, so a stub stands in for it)."""
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        stub = types.ModuleType("expecttest")
+        stub.TestCase = unittest.TestCase
+        stub.ACCEPT = False
+        sys.modules["expecttest"] = stub
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
 
 pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 
@@ -81,31 +89,25 @@ SKIPS = {
     "new_empty_strided": "values are uninitialized memory",
     "resize_": "growing a tensor leaves its new elements uninitialized",
     "resize_as_": "growing a tensor leaves its new elements uninitialized",
-    # Not a torchtpu op at all.
+    # A dtype XLA lacks.
     "chalf": "returns complex32, which XLA lacks: tpu raises TypeError by design "
              "(test_elementwise.py checks that error)",
 }
 
 NO_SPARSE = "no sparse layouts on tpu: .to('tpu') of a sparse tensor gives a Sparse(Csr)tpu tensor "
 NO_SPARSE += "that no op accepts (NotImplementedError), a missing feature"
-BN_STATS = ("training-mode batch norm does not update running_mean/running_var on tpu: "
-            "native_batch_norm's schema does not mark them mutable, so the CPU fallback never "
-            "copies the updated statistics back")
-CONV = ("convolutions raise NotImplementedError: aten::convolution_overrideable, which torch "
-        "dispatches to for PrivateUse1, has no tpu kernel, and its CPU version only raises")
+CONV_T = ("the backward of a transposed convolution raises NotImplementedError (not lowered) "
+          "instead of running on the CPU through the fallback")
 SCATTER_0D = ("the gradient of a 0-dim input is 0, not 1: scatter/scatter_add into a 0-dim "
               "tensor on tpu leave it unchanged")
 # Known torchtpu bugs and gaps: the tests run, and are reported as xfailed (or xpassed once fixed).
 XFAILS = {
-    "native_batch_norm": BN_STATS, "nn.functional.batch_norm": BN_STATS,
-    "nn.functional.instance_norm": BN_STATS,
-    "nn.functional.conv1d": CONV, "nn.functional.conv2d": CONV, "nn.functional.conv3d": CONV,
-    "nn.functional.conv_transpose1d": CONV, "nn.functional.conv_transpose2d": CONV,
-    "nn.functional.conv_transpose3d": CONV,
+    "nn.functional.conv_transpose1d": CONV_T, "nn.functional.conv_transpose2d": CONV_T,
+    "nn.functional.conv_transpose3d": CONV_T,
     # scatter/scatter_add into a 0-dim tensor write nothing; the backward of these ops on a
     # 0-dim input scatters the gradient that way, so it comes out 0 instead of 1.
-    "cummax": SCATTER_0D, "cummin": SCATTER_0D, "max.reduction_with_dim": SCATTER_0D,
-    "min.reduction_with_dim": SCATTER_0D, "median": SCATTER_0D, "nanmedian": SCATTER_0D,
+    "cummax": SCATTER_0D, "cummin": SCATTER_0D, "max.reduction_with_dim-float32": SCATTER_0D,
+    "min.reduction_with_dim-float32": SCATTER_0D, "median": SCATTER_0D, "nanmedian": SCATTER_0D,
     "scatter": "scatter(..., reduce='multiply') raises NotImplementedError (not lowered) "
                "instead of running on the CPU through the fallback",
     "sign-bool": "sign of a bool tensor emits stablehlo.sign on i1, which PJRT refuses to compile",
@@ -127,8 +129,8 @@ TOLERANCES = {
         1e-4, 1e-4, "tpu runs the math decomposition (bmm, softmax), the CPU a fused kernel"),
     "erfinv": (1e-4, 1e-4, "the gradient uses XLA's exp, ~6e-6 relative off near |x| = 1"),
     "nn.functional.layer_norm": (
-        1e-4, 1e-4, "a one-element (zero-variance) sample: the weight's gradient is 0 on tpu and "
-                    "2e-5 of rounding on the CPU"),
+        1e-4, 1e-4, ("a one-element (zero-variance) sample: the weight's gradient is 0 on tpu "
+                     "and 2e-5 of rounding on the CPU")),
 }
 
 # Ops whose tensor arguments (not the input) must be CPU tensors on every device, as on CUDA.
@@ -147,7 +149,7 @@ def _shard():
 
 def _cases():
     i, n = _shard()
-    ops = sorted(op_db, key=lambda op: (op.name, op.variant_test_name))
+    ops = sorted(_load_op_db(), key=lambda op: (op.name, op.variant_test_name))
     for index, op in enumerate(ops):
         if index % n != i:
             continue
@@ -167,7 +169,7 @@ def _known(table, op, test_id):
 
 
 MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
-RESULTS = {}  # test id -> {"op", "dtype", "status", "passed", "failed", "fallbacks"}
+RESULTS = {}  # test id -> {"op", "dtype", "status", "passed", "failed", "random", ...}
 
 
 def _to_tpu(value):
@@ -212,7 +214,7 @@ def _compare(got, expected, what, tol, on_tpu=False):
     got_leaves, got_spec = tree_flatten(got)
     exp_leaves, exp_spec = tree_flatten(expected)
     assert len(got_leaves) == len(exp_leaves), f"{what}: {got_spec} != {exp_spec}"
-    for n, (g, e) in enumerate(zip(got_leaves, exp_leaves)):
+    for n, (g, e) in enumerate(zip(got_leaves, exp_leaves, strict=True)):
         if isinstance(e, torch.Tensor):
             assert isinstance(g, torch.Tensor), f"{what}[{n}]: {type(g).__name__}, not a tensor"
             assert g.device.type == "tpu" or not on_tpu, f"{what}[{n}]: on {g.device}, not tpu"
@@ -283,7 +285,7 @@ def _check_sample(op, sample, grad):
         return
     if dev_error is not None:
         raise AssertionError(f"tpu backward raised {type(dev_error).__name__}: {dev_error}")
-    for n, (g, e) in enumerate(zip(_inputs(*dev), _inputs(*cpu))):
+    for n, (g, e) in enumerate(zip(_inputs(*dev), _inputs(*cpu), strict=True)):
         if e.requires_grad:
             _compare(g.grad, e.grad, f"grad of input {n}", tol)
 
@@ -307,7 +309,8 @@ def _fallback_counts():
 def test_op(op, dtype, request):
     """One (op, dtype): every sample (and its gradients) must match the CPU's."""
     record = {"op": _key(op), "dtype": str(dtype)[6:], "status": "skipped", "passed": 0,
-              "failed": 0, "random": 0, "fallbacks": []}
+              "failed": 0, "random": 0, "fallbacks": [],
+              "xfail": bool(_known(XFAILS, op, request.node.callspec.id))}
     RESULTS[request.node.callspec.id] = record
     if _key(op) in SKIPS or op.name in SKIPS:
         pytest.skip(SKIPS.get(_key(op), SKIPS.get(op.name)))
@@ -317,21 +320,20 @@ def test_op(op, dtype, request):
     record["status"] = "running"
     before = _fallback_counts()
     failures = []
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torchtpu:")
-        runs = [(s, False) for s in _samples(op, dtype, False)]
-        if dtype == torch.float32 and op.supports_autograd:
-            runs += [(s, True) for s in _samples(op, dtype, True)]
-        for n, (sample, grad) in enumerate(runs):
-            if _is_random(op, sample):
-                record["random"] += 1
-                continue
-            try:
-                _check_sample(op, sample, grad)
-                record["passed"] += 1
-            except AssertionError as e:
-                record["failed"] += 1
-                failures.append(f"sample {n}{' (grad)' if grad else ''} {_describe(sample)}: {e}")
+    runs = [(s, False) for s in _samples(op, dtype, False)]
+    if dtype == torch.float32 and op.supports_autograd:
+        runs += [(s, True) for s in _samples(op, dtype, True)]
+    for n, (sample, grad) in enumerate(runs):
+        if _is_random(op, sample):
+            record["random"] += 1
+            continue
+        try:
+            _check_sample(op, sample, grad)
+            record["passed"] += 1
+        except Exception as e:  # noqa: BLE001  (reading a tpu result back can raise too)
+            record["failed"] += 1
+            what = e if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"
+            failures.append(f"sample {n}{' (grad)' if grad else ''} {_describe(sample)}: {what}")
     after = _fallback_counts()
     record["fallbacks"] = sorted(k for k, v in after.items() if v > before.get(k, 0))
     record["status"] = "failed" if failures else "passed"
@@ -351,13 +353,13 @@ def test_zz_totals(capsys):
         "samples_failed": sum(r["failed"] for r in ran),
         "skipped_ops": len(not_run),
         "random_samples_skipped": sum(r["random"] for r in ran),
-        "failed_tests": [k for k in failed if RESULTS[k]["op"] not in XFAILS],
-        "xfailed_tests": [k for k in failed if RESULTS[k]["op"] in XFAILS],
+        "failed_tests": [k for k in failed if not RESULTS[k]["xfail"]],
+        "xfailed_tests": [k for k in failed if RESULTS[k]["xfail"]],
         "xpassed_tests": sorted(k for k, r in RESULTS.items()
-                                if r["status"] == "passed" and r["op"] in XFAILS),
+                                if r["status"] == "passed" and r["xfail"]),
         "crash_xfails": sorted(k for k, r in RESULTS.items() if r["status"] == "crash"),
         "fallback_ops": fallbacks,
-        "shard": "%d/%d" % _shard(),
+        "shard": "{}/{}".format(*_shard()),
         "max_samples": MAX_SAMPLES,
     }
     line = (f"OpInfo totals: {totals['ops']} ops, {totals['samples_passed']} samples passed, "

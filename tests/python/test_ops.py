@@ -1,0 +1,96 @@
+"""Ops beyond the OpInfo sample inputs: factories, data-dependent shapes, sorting, shifts."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.usefixtures("fallback_error")
+
+
+def same(fn):
+    expected = fn("cpu")
+    got = fn("tpu")
+    for e, g in zip(expected if isinstance(expected, tuple) else (expected,),
+                    got if isinstance(got, tuple) else (got,)):
+        if isinstance(e, torch.Tensor):
+            assert g.device.type == "tpu"
+            torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+        else:
+            assert g == e
+
+
+X = torch.tensor([[3.0, -1.0, float("nan"), 2.0], [0.0, 5.0, -2.0, 2.0], [1.0, 1.0, 0.0, -7.0]])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.linspace(-1, 2, 7, device=d),
+    lambda d: torch.linspace(0, 10, 5, dtype=torch.int64, device=d),
+    lambda d: torch.eye(3, 5, device=d),
+    lambda d: torch.arange(2.5, -3, -0.5, device=d),
+    lambda d: torch.arange(10, dtype=torch.int32, device=d),
+], ids=["linspace", "linspace_int", "eye", "arange_negative_step", "arange_int"])
+def test_factories(fn):
+    same(fn)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.sort(1),
+    lambda x: x.sort(0, descending=True),
+    lambda x: torch.sort(x, dim=1, stable=True),
+    lambda x: x.argsort(1),
+], ids=["sort", "sort_desc", "sort_stable", "argsort"])
+def test_sorting(fn):
+    same(lambda d: fn(X.to(d)))
+
+
+@pytest.mark.parametrize("dim,largest", [(1, True), (0, False)])
+def test_topk(dim, largest):
+    # Ties may come in any order (they do on CPU too): compare values, and indices through them.
+    values, indices = X.to("tpu").topk(2, dim, largest=largest)
+    expected = X.topk(2, dim, largest=largest).values
+    torch.testing.assert_close(values.cpu(), expected, equal_nan=True)
+    torch.testing.assert_close(X.gather(dim, indices.cpu()), expected, equal_nan=True)
+
+
+def test_data_dependent_shapes():
+    same(lambda d: torch.nonzero(X.to(d)))
+    same(lambda d: torch.nonzero(torch.zeros(3, device=d)))
+    same(lambda d: X.to(d)[X.to(d) > 0])
+    same(lambda d: torch.masked_select(X.to(d), torch.tensor([True, False, True, False],
+                                                                  device=d)))
+    same(lambda d: X.to(d)[:, torch.tensor([True, False, True, True], device=d)])
+
+
+def test_boolean_mask_assignment_writes_in_place():
+    for d in ["cpu", "tpu"]:
+        x = X.clone().to(d)
+        x[x < 0] = 0.0
+        x[torch.tensor([False, True, False], device=d)] += 1
+        if d == "cpu":
+            expected = x
+    torch.testing.assert_close(x.cpu(), expected, equal_nan=True)
+
+
+def test_index_put_accumulates_duplicates():
+    same(lambda d: torch.zeros(5, device=d).index_put_(
+        (torch.tensor([0, 2, 2, 4], device=d),), torch.ones(4, device=d), accumulate=True))
+    same(lambda d: torch.zeros(3, 4, device=d).index_put_(
+        (torch.tensor([0, 2], device=d), torch.tensor([1, 3], device=d)),
+        torch.tensor(5.0, device=d)))
+
+
+def test_shifts():
+    a = torch.tensor([1, -8, 255, 3], dtype=torch.int32)
+    same(lambda d: a.to(d) << 2)
+    same(lambda d: a.to(d) >> 1)
+    same(lambda d: torch.bitwise_left_shift(a.to(d), torch.tensor([0, 1, 2, 3], dtype=torch.int32,
+                                                                  device=d)))
+    same(lambda d: torch.tensor([200, 7], dtype=torch.uint8, device=d) >> 2)
+
+
+def test_equal_and_printing():
+    x = X.to("tpu")
+    assert torch.equal(x[:, :2], x[:, :2].clone())
+    assert not torch.equal(x, x + 1)
+    assert not torch.equal(x, x[:2])
+    assert "tensor([[ 3., -1., nan,  2.]" in str(x)
+    assert "device='tpu:0'" in str(x)
