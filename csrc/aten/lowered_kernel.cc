@@ -386,7 +386,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   }
   try {
     p.run();
-  } catch (const lowering::Unsupported& e) {
+  } catch (const lowering::Refused& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   }
 }
@@ -482,7 +482,13 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  run_rule(binding.rule, schema, args, outputs, device);
+  try {
+    run_rule(binding.rule, schema, args, outputs, device);
+  } catch (const lowering::Unsupported&) {
+    for (c10::IValue& a : args) stack->push_back(std::move(a));
+    cpu_fallback(op, stack);
+    return;
+  }
   for (c10::IValue& r : results) stack->push_back(std::move(r));
 }
 

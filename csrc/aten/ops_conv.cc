@@ -8,6 +8,7 @@
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "lowering/registry.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -62,7 +63,13 @@ void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stac
   at::Tensor gw = mask[1] ? at::empty(weight.sizes(), weight.options()) : at::Tensor();
   at::Tensor gb = mask[2] ? at::empty({grad.size(1)}, grad.options()) : at::Tensor();
   if (grad.numel() > 0 && input.numel() > 0) {
-    run_rule("convolution_backward", op.schema(), args, {gi, gw, gb}, device);
+    try {
+      run_rule("convolution_backward", op.schema(), args, {gi, gw, gb}, device);
+    } catch (const lowering::Unsupported&) {
+      for (c10::IValue& a : args) stack->push_back(std::move(a));
+      cpu_fallback(op, stack);
+      return;
+    }
   } else {
     for (at::Tensor* t : {&gi, &gw, &gb}) {
       if (t->defined()) t->zero_();

@@ -15,15 +15,24 @@ lowering::Attrs cast_to(const at::Tensor& t) {
       .set("shape", std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
 }
 
+// `value` with the lazy conjugate / negative bits of `t` applied (both are involutions, so this
+// also turns a value into what a conj or neg view must store).
+int resolved(engine::Program& p, int value, const at::Tensor& t) {
+  if (!t.is_conj() && !t.is_neg()) return value;
+  return p.apply("resolve", {value},
+                 lowering::Attrs().set("conj", int64_t{t.is_conj()}).set("neg", int64_t{t.is_neg()}));
+}
+
 // The tensor's elements as a dense row-major buffer of its dtype. A tensor that is its whole
 // storage is served by the storage's own buffer; anything else runs one program.
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   engine::TensorView v = view_of(t);
-  if (v.covers_storage() && v.storage->buffer() && v.storage->type() == v.type) {
+  if (v.covers_storage() && v.storage->buffer() && v.storage->type() == v.type &&
+      !t.is_conj() && !t.is_neg()) {
     return v.storage->buffer();
   }
   engine::Program p(t.device().index());
-  p.result(p.read(v));
+  p.result(resolved(p, p.read(v), t));
   return p.run().at(0);
 }
 
@@ -41,21 +50,22 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   engine::TensorView v = view_of(dst);
   int device = dst.device().index();
   std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
-  if (v.covers_storage()) {
+  if (v.covers_storage() && !dst.is_conj() && !dst.is_neg()) {
     v.storage->set_buffer(
         engine::Runtime::get().upload(host.data_ptr(), v.type, {v.numel()}, device), v.type);
     return;
   }
   engine::Program p(device);
   auto uploaded = engine::Runtime::get().upload(host.data_ptr(), v.type, dims, device);
-  p.write(v, p.argument(std::move(uploaded), hlo::Shape{v.type, dims}));
+  p.write(v, resolved(p, p.argument(std::move(uploaded), hlo::Shape{v.type, dims}), dst));
   p.run();
 }
 
 void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   engine::TensorView from = view_of(src), to = view_of(dst);
   // Same elements, same type: share the (immutable) buffer instead of copying it.
-  if (from.covers_storage() && to.covers_storage() && from.type == to.type &&
+  bool plain = !src.is_conj() && !src.is_neg() && !dst.is_conj() && !dst.is_neg();
+  if (plain && from.covers_storage() && to.covers_storage() && from.type == to.type &&
       src.sizes() == dst.sizes() && from.storage->buffer() &&
       from.storage->type() == from.type && src.device() == dst.device()) {
     to.storage->set_buffer(from.storage->buffer(), from.type);
@@ -64,14 +74,14 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   engine::Program p(dst.device().index());
   int value;
   if (src.device() == dst.device()) {
-    value = p.read(from);
+    value = resolved(p, p.read(from), src);
   } else {
     auto moved = dense_buffer(src)->copy_to(engine::Runtime::get().device(dst.device().index()));
     value = p.argument(std::move(moved),
                        hlo::Shape{from.type, std::vector<int64_t>(src.sizes().begin(),
                                                                   src.sizes().end())});
   }
-  p.write(to, p.apply("cast", {value}, cast_to(dst)));
+  p.write(to, resolved(p, p.apply("cast", {value}, cast_to(dst)), dst));
   p.run();
 }
 

@@ -72,6 +72,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
+// Copies resolve lazy conjugate and negative bits themselves (the generic fallbacks for those
+// bits would clone, that is copy, again: endlessly).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 // Everything else runs on the CPU.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());

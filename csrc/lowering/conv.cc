@@ -163,10 +163,30 @@ Values convolution_backward(FunctionBuilder& b, const Values& v, const Attrs& a)
   ElementType t = a.has("type") ? out_type(a) : v[1].shape.type, c = opmath(t);
   Value g = convert(b, v[0], c), x = convert(b, v[1], c), w = convert(b, v[2], c);
   ConvParams p = params(a);
-  if (p.transposed) throw Unsupported("torchtpu: the gradient of a transposed convolution is not lowered");
   Values out;
-  out.push_back(convert(b, grad_input(b, g, w, p, x.shape.dims), t));
-  out.push_back(convert(b, grad_weight(b, x, g, p, w.shape.dims), a.has("type1") ? out_type(a, 1) : t));
+  if (p.transposed) {
+    // y = conv_transpose(x, w) is the input-gradient of conv(., w): its own input-gradient is
+    // conv(g, w), and its weight-gradient that of conv with g and x in swapped roles.
+    ConvParams forward_params = p;
+    forward_params.transposed = false;
+    // Padded on the high side to give exactly x's size (output_padding added rows past it).
+    size_t n = g.shape.rank() - 2;
+    Dims ks = spatial_of(w), os = spatial_of(g), is = spatial_of(x);
+    std::vector<std::pair<int64_t, int64_t>> pads;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t span = p.dilation[i] * (ks[i] - 1) + 1;
+      pads.push_back({p.padding[i], (is[i] - 1) * p.stride[i] + span - os[i] - p.padding[i]});
+    }
+    std::string io = layout("b", "f", n), oi = layout("o", "i", n);
+    out.push_back(convert(b, conv(b, g, w, x.shape.dims, p.stride, pads, Dims(n, 1), p.dilation,
+                                  p.groups, 1, io, oi, io), t));
+    out.push_back(convert(b, grad_weight(b, g, x, forward_params, w.shape.dims),
+                          a.has("type1") ? out_type(a, 1) : t));
+  } else {
+    out.push_back(convert(b, grad_input(b, g, w, p, x.shape.dims), t));
+    out.push_back(convert(b, grad_weight(b, x, g, p, w.shape.dims),
+                          a.has("type1") ? out_type(a, 1) : t));
+  }
   Dims axes{0};
   for (size_t d = 2; d < g.shape.rank(); ++d) axes.push_back(static_cast<int64_t>(d));
   Value gb = reduce(b, g, axes, constant(b, c, 0), "stablehlo.add");

@@ -57,11 +57,11 @@ Values sub(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   bool a_bool = operands[0].shape.type == ElementType::kPred;
   bool b_bool = operands[1].shape.type == ElementType::kPred;
   if (a_bool && b_bool) {
-    throw Unsupported("Subtraction, the `-` operator, with two bool tensors is not supported. "
+    throw Refused("Subtraction, the `-` operator, with two bool tensors is not supported. "
                       "Use the `^` or `logical_xor()` operator instead.");
   }
   if (a_bool || b_bool) {
-    throw Unsupported("Subtraction, the `-` operator, with a bool tensor is not supported. If "
+    throw Refused("Subtraction, the `-` operator, with a bool tensor is not supported. If "
                       "you are trying to invert a mask, use the `~` or `logical_not()` operator "
                       "instead.");
   }
@@ -126,7 +126,7 @@ Values div(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   std::string mode = attrs.has("rounding_mode") ? attrs.s("rounding_mode") : "true";
   ElementType compute = attrs.has("compute_type") ? attrs.type("compute_type") : attrs.type("type");
   if (mode != "true" && (compute == ElementType::kPred || hlo::is_complex(compute))) {
-    throw Unsupported("\"div_" + mode + "_tpu\" not implemented for '" +
+    throw Refused("\"div_" + mode + "_tpu\" not implemented for '" +
                       torch_dtype_name(compute) + "'");
   }
   bool integral = !hlo::is_floating(compute) && !hlo::is_complex(compute);
@@ -147,9 +147,23 @@ Values cast(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   return {promote(b, operands[0], attrs.type("type"), attrs.ints("shape"))};
 }
 
+// A tensor's lazy conjugate and negative bits applied to its value (attrs conj, neg).
+Values resolve(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Value v = operands[0];
+  if (attrs.i("conj") && hlo::is_complex(v.shape.type)) {
+    ElementType part = v.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    Value re = b.op("stablehlo.real", {v}, Shape{part, v.shape.dims});
+    Value im = b.op("stablehlo.imag", {v}, Shape{part, v.shape.dims});
+    v = b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, v.shape);
+  }
+  if (attrs.i("neg")) v = unary(b, "stablehlo.negate", v);
+  return {v};
+}
+
 }  // namespace
 
 void register_elementwise_rules(Registry& r) {
+  r.add("resolve", resolve);
   r.elementwise("add", add, {"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"});
   r.elementwise("sub", sub, {"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"});
   r.elementwise("mul", mul, {"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"});

@@ -92,7 +92,12 @@ LoweringRule scatter_rule(bool add) {
     Value x = convert(b, v[0], t);
     size_t rank = x.shape.rank();
     Value index = v[1];
-    if (rank == 0 || index.shape.numel() == 0) return Values{x};
+    if (index.shape.numel() == 0) return Values{x};
+    if (rank == 0) {  // the one element, replaced by (or added to) the source's
+      Value src = reshape(b, convert(b, v[2], t), {});
+      bool sum = add || (a.has("reduce") && a.s("reduce") == "add");
+      return Values{sum ? binary(b, "stablehlo.add", x, src) : src};
+    }
     int64_t dim = normalize_dim(a.i("dim"), rank);
     bool accumulate = add || (a.has("reduce") && a.s("reduce") == "add");
     if (a.has("reduce") && a.s("reduce") != "add") {

@@ -298,10 +298,13 @@ void register_math_rules(Registry& r) {
       {"atanh", "chlo.atanh"},          {"erf", "chlo.erf"},
       {"erfinv", "chlo.erf_inv"},       {"lgamma", "chlo.lgamma"},
       {"digamma", "chlo.digamma"},      {"neg", "stablehlo.negate"},
-      {"abs", "stablehlo.abs"},         {"sign", "stablehlo.sign"},
-      {"bitwise_not", "stablehlo.not"},
+      {"abs", "stablehlo.abs"},         {"bitwise_not", "stablehlo.not"},
   };
   for (const auto& [name, op] : functions) r.add(name, unary_op(op), all(name));
+  r.add("sign", unary_fn([](FunctionBuilder& b, const Value& x) {
+          return x.shape.type == ElementType::kPred ? x : unary(b, "stablehlo.sign", x);
+        }),
+        all("sign"));
   r.add("floor", rounding("stablehlo.floor"), all("floor"));
   r.add("ceil", rounding("stablehlo.ceil"), all("ceil"));
   r.add("round", rounding("stablehlo.round_nearest_even"), {"round", "round_", "round.out"});

@@ -34,6 +34,12 @@ using LoweringRule =
 
 // Thrown by a rule for an input PyTorch itself refuses on every device (e.g. rounding division of
 // booleans): the glue raises it as NotImplementedError.
+class Refused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown by a rule for a case it does not lower (yet): the glue runs that call on the CPU.
 class Unsupported : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -96,35 +96,19 @@ SKIPS = {
 
 NO_SPARSE = "no sparse layouts on tpu: .to('tpu') of a sparse tensor gives a Sparse(Csr)tpu tensor "
 NO_SPARSE += "that no op accepts (NotImplementedError), a missing feature"
-CONV_T = ("the backward of a transposed convolution raises NotImplementedError (not lowered) "
-          "instead of running on the CPU through the fallback")
-SCATTER_0D = ("the gradient of a 0-dim input is 0, not 1: scatter/scatter_add into a 0-dim "
-              "tensor on tpu leave it unchanged")
 # Known torchtpu bugs and gaps: the tests run, and are reported as xfailed (or xpassed once fixed).
 XFAILS = {
-    "nn.functional.conv_transpose1d": CONV_T, "nn.functional.conv_transpose2d": CONV_T,
-    "nn.functional.conv_transpose3d": CONV_T,
-    # scatter/scatter_add into a 0-dim tensor write nothing; the backward of these ops on a
-    # 0-dim input scatters the gradient that way, so it comes out 0 instead of 1.
-    "cummax": SCATTER_0D, "cummin": SCATTER_0D, "max.reduction_with_dim-float32": SCATTER_0D,
-    "min.reduction_with_dim-float32": SCATTER_0D, "median": SCATTER_0D, "nanmedian": SCATTER_0D,
-    "scatter": "scatter(..., reduce='multiply') raises NotImplementedError (not lowered) "
-               "instead of running on the CPU through the fallback",
-    "sign-bool": "sign of a bool tensor emits stablehlo.sign on i1, which PJRT refuses to compile",
     "sparse.mm.reduce": NO_SPARSE, "sparse.sampled_addmm": NO_SPARSE, "to_sparse": NO_SPARSE,
 }
 
-CONJ_CRASH = ("segfaults: copying a tensor with the conjugate bit (ifft/hfft outputs are lazy "
-              "conj views) from tpu, x.conj().cpu(), kills the process")
-# Known bugs that kill the interpreter: xfailed without running them.
-CRASHES = {
-    "fft.hfft": CONJ_CRASH, "fft.hfft2": CONJ_CRASH, "fft.hfftn": CONJ_CRASH,
-    "fft.ifft": CONJ_CRASH, "fft.ihfft": CONJ_CRASH, "fft.ihfftn": CONJ_CRASH,
-}
+# Known bugs that kill the interpreter: xfailed without running them. (None at present.)
+CRASHES: dict = {}
 
 # Where tpu legitimately computes differently (another algorithm, XLA's math functions), so the
 # default float32 tolerances (rtol 1.3e-6, atol 1e-5) are too tight: (rtol, atol, why).
 TOLERANCES = {
+    "nn.functional.conv_transpose3d": (
+        1e-4, 1e-4, "3-d windows of up to 120 products: float32 sums in another order"),
     "nn.functional.scaled_dot_product_attention": (
         1e-4, 1e-4, "tpu runs the math decomposition (bmm, softmax), the CPU a fused kernel"),
     "erfinv": (1e-4, 1e-4, "the gradient uses XLA's exp, ~6e-6 relative off near |x| = 1"),

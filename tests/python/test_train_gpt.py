@@ -2,23 +2,22 @@
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, run_python
+from conftest import REPO
 
 SCRIPT = os.path.join(REPO, "examples", "train_gpt.py")
 
 
 def losses(tmp_path, device, steps):
     out = tmp_path / f"{device}.json"
-    r = run_python(f"""
-        import sys
-        sys.argv = [{SCRIPT!r}, "--device", {device!r}, "--steps", "{steps}", "--dropout", "0",
-                    "--losses-out", {str(out)!r}]
-        exec(open({SCRIPT!r}).read())
-    """, TORCHTPU_CPU_FALLBACK="error")
+    env = dict(os.environ, TORCHTPU_CPU_FALLBACK="error")
+    r = subprocess.run([sys.executable, SCRIPT, "--device", device, "--steps", str(steps),
+                        "--dropout", "0", "--losses-out", str(out)],
+                       env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     if device == "tpu":
         assert "cpu fallback calls 0" in r.stdout, r.stdout
