@@ -38,29 +38,39 @@ void resize_impl(const at::Tensor& self, at::IntArrayRef size,
 
 }  // namespace
 
-at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                 std::optional<at::Layout> layout, std::optional<at::Device> device,
-                 std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+namespace {
+
+// The checks of a tpu factory: the dtype to allocate.
+at::ScalarType factory_dtype(std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                             std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
               "torchtpu: only strided tensors are supported on tpu, not ", *layout);
   at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   element_type(type);
-  c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1,
-                                    static_cast<c10::DeviceIndex>(device_index(device))));
+  return type;
+}
+
+at::Device tpu(std::optional<at::Device> device) {
+  return at::Device(c10::DeviceType::PrivateUse1,
+                    static_cast<c10::DeviceIndex>(device_index(device)));
+}
+
+}  // namespace
+
+at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                 std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  at::ScalarType type = factory_dtype(dtype, layout, pin_memory);
+  c10::DeviceGuard guard(tpu(device));
   return at::detail::empty_generic(size, tpu_allocator(), kTpuKeys, type, memory_format);
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                          std::optional<at::Device> device, std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
-  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
-              "torchtpu: only strided tensors are supported on tpu, not ", *layout);
-  at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  element_type(type);
-  c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1,
-                                    static_cast<c10::DeviceIndex>(device_index(device))));
+  at::ScalarType type = factory_dtype(dtype, layout, pin_memory);
+  c10::DeviceGuard guard(tpu(device));
   return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, type);
 }
 

@@ -156,6 +156,15 @@ std::string FunctionBuilder::i64_list(const std::vector<int64_t>& values) {
   return s + "]";
 }
 
+std::string FunctionBuilder::padding(const std::vector<std::pair<int64_t, int64_t>>& pads) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < pads.size(); ++i) {
+    s += (i ? ", [" : "[") + std::to_string(pads[i].first) + ", " +
+         std::to_string(pads[i].second) + "]";
+  }
+  return s + "]> : tensor<" + std::to_string(pads.size()) + "x2xi64>";
+}
+
 std::string FunctionBuilder::scalar_literal(ElementType type, double value) {
   switch (type) {
     case ElementType::kF64: {

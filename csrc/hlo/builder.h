@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/types.h"
@@ -38,6 +39,8 @@ class FunctionBuilder {
   // Attribute spellings.
   static std::string i64_array(const std::vector<int64_t>& values);  // array<i64: 1, 2>
   static std::string i64_list(const std::vector<int64_t>& values);   // [1, 2]
+  // Window padding, one (low, high) pair per dim: dense<[[0, 1], [2, 2]]> : tensor<2x2xi64>
+  static std::string padding(const std::vector<std::pair<int64_t, int64_t>>& pads);
   // An exact dense literal for one element: hex bits for floats, decimal for integers.
   static std::string scalar_literal(ElementType type, double value);
   static std::string integer_literal(ElementType type, int64_t value);

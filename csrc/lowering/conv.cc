@@ -17,15 +17,6 @@ ConvParams params(const Attrs& a) {
           a.i("transposed") != 0, a.i("groups")};
 }
 
-std::string padding_attr(const std::vector<std::pair<int64_t, int64_t>>& pads) {
-  std::string s = "dense<[";
-  for (size_t i = 0; i < pads.size(); ++i) {
-    s += (i ? ", [" : "[") + std::to_string(pads[i].first) + ", " +
-         std::to_string(pads[i].second) + "]";
-  }
-  return s + "]> : tensor<" + std::to_string(pads.size()) + "x2xi64>";
-}
-
 // "[b, f, 0, 1]"-style layout for `spatial` dims with the two leading roles given.
 std::string layout(const std::string& first, const std::string& second, size_t spatial) {
   std::string s = "[" + first + ", " + second;
@@ -40,7 +31,7 @@ Value conv(FunctionBuilder& b, const Value& lhs, const Value& rhs, const Dims& o
            const std::string& out_layout) {
   return b.op("stablehlo.convolution", {lhs, rhs}, Shape{lhs.shape.type, out},
               "window_strides = " + FunctionBuilder::i64_array(strides) + ", padding = " +
-                  padding_attr(pads) + ", lhs_dilation = " + FunctionBuilder::i64_array(lhs_dilation) +
+                  FunctionBuilder::padding(pads) + ", lhs_dilation = " + FunctionBuilder::i64_array(lhs_dilation) +
                   ", rhs_dilation = " + FunctionBuilder::i64_array(rhs_dilation) +
                   ", dimension_numbers = #stablehlo.conv<" + lhs_layout + "x" + rhs_layout + "->" +
                   out_layout + ">, feature_group_count = " + std::to_string(feature_groups) +

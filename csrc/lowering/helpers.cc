@@ -208,12 +208,9 @@ Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis) {
   size_t rank = x.shape.rank();
   Dims window(rank, 1), strides(rank, 1);
   window[axis] = x.shape.dims[axis];
-  std::string pad_text = "dense<[";
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t low = static_cast<int64_t>(d) == axis ? x.shape.dims[axis] - 1 : 0;
-    pad_text += (d ? ", [" : "[") + std::to_string(low) + ", 0]";
-  }
-  pad_text += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
+  std::vector<std::pair<int64_t, int64_t>> pads(rank, {0, 0});
+  pads[axis].first = x.shape.dims[axis] - 1;
+  std::string pad_text = FunctionBuilder::padding(pads);
   ElementType c = x.shape.type;
   Shape scalar{c, {}};
   return b.op_with_region(

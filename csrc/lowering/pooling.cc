@@ -28,15 +28,6 @@ Window window(const Attrs& a, size_t n) {
   return w;
 }
 
-std::string pad_attr(const std::vector<std::pair<int64_t, int64_t>>& pads) {
-  std::string s = "dense<[";
-  for (size_t i = 0; i < pads.size(); ++i) {
-    s += (i ? ", [" : "[") + std::to_string(pads[i].first) + ", " +
-         std::to_string(pads[i].second) + "]";
-  }
-  return s + "]> : tensor<" + std::to_string(pads.size()) + "x2xi64>";
-}
-
 // Padding so the windows produce exactly the output size PyTorch chose (ceil_mode included).
 std::vector<std::pair<int64_t, int64_t>> paddings(const Dims& in, const Dims& out, const Window& w,
                                                   size_t lead) {
@@ -58,7 +49,7 @@ std::string window_attrs(const Window& w, size_t lead,
   dil.insert(dil.end(), w.dilation.begin(), w.dilation.end());
   return "window_dimensions = " + FunctionBuilder::i64_array(dims) + ", window_strides = " +
          FunctionBuilder::i64_array(strides) + ", window_dilations = " +
-         FunctionBuilder::i64_array(dil) + ", padding = " + pad_attr(pads);
+         FunctionBuilder::i64_array(dil) + ", padding = " + FunctionBuilder::padding(pads);
 }
 
 // max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
