@@ -6,6 +6,10 @@ import subprocess
 import sys
 
 from setuptools import Extension, setup
+
+# The build imports torch for its CMake config; it must not autoload a torchtpu from an earlier
+# build (whose compiled part may not match these sources).
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 from setuptools.command.build_ext import build_ext
 
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import os
 
-import torch
+
+def _autoload() -> None:
+    """Entry point of the torch.backends group: importing this module does the work. Defined
+    before `import torch`, which calls it when `import torchtpu` comes first."""
+
+
+import torch  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -19,10 +25,17 @@ if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 
 from . import _C, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
+from . import _compile_cache as _cache  # noqa: E402
 from . import device_module  # noqa: E402
 
 _choice = _plugins.choose()
-_C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable)
+try:
+    _cache_dir, _cache_max = _cache.directory() or "", _cache.max_bytes()
+except ValueError as _e:  # reported at first use, like a plugin problem
+    _choice.unavailable, _cache_dir, _cache_max = f"torchtpu: {_e}", "", 0
+    _choice.path = ""
+_C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable, _cache_dir,
+              _cache_max, __version__)
 _C._set_cpu_fallback_policy(os.environ.get("TORCHTPU_CPU_FALLBACK", "warn").strip().lower())
 
 if not hasattr(torch, "tpu"):
@@ -41,10 +54,6 @@ def plugin() -> dict:
     """Which PJRT plugin backs "tpu" (chosen from TORCHTPU_PJRT_PLUGIN / TORCHTPU_PLATFORM)."""
     return {"path": _choice.path, "platform": _choice.platform, "options": dict(_choice.options),
             "unavailable": _choice.unavailable}
-
-
-def _autoload() -> None:
-    """Entry point of the torch.backends group: importing this module did the work."""
 
 
 __all__ = ["metrics", "plugin", "__version__"]

@@ -6,6 +6,7 @@
 #include "aten/TpuAllocator.h"
 #include "aten/TpuGenerator.h"
 #include "aten/TpuGuard.h"
+#include "engine/disk_cache.h"
 #include "engine/runtime.h"
 
 namespace torchtpu::aten {
@@ -51,6 +52,8 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
 
 const bool registered = [] {
   at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+  engine::DiskCache::set_warning_handler(
+      [](const std::string& message) { TORCH_WARN("torchtpu: ", message); });
   return true;
 }();
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "engine/disk_cache.h"
 #include "hlo/fingerprint.h"
 #include "pjrt/client.h"
 
@@ -16,6 +17,8 @@ namespace torchtpu::engine {
 struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
+  int64_t compiled = 0;     // misses compiled here (the rest came from the disk cache)
+  int64_t disk_loads = 0;   // misses served by the disk cache
   int64_t entries = 0;
   double compile_seconds = 0;
 };
@@ -28,8 +31,15 @@ class ExecutableCache {
                                                    const pjrt::Client& client);
   CacheStats stats() const;
   void clear();
+  // Misses look in (and fill) this disk cache; null turns tier 2 off.
+  void set_disk_cache(std::shared_ptr<DiskCache> disk);
+  std::shared_ptr<DiskCache> disk_cache() const;
 
  private:
+  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& text,
+                                                    const pjrt::Client& client, bool& compiled);
+
+  std::shared_ptr<DiskCache> disk_;
   mutable std::mutex mutex_;
   std::unordered_map<hlo::Fingerprint, std::shared_ptr<pjrt::Executable>, hlo::FingerprintHash>
       executables_;

@@ -40,6 +40,14 @@ void configure_runtime(RuntimeConfig c) {
 Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
   client_ = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.plugin_path), c.options);
   in_flight_.resize(client_->device_count());
+  if (!c.cache_dir.empty()) {
+    // An executable is only valid for the plugin, its version and the options it was built for.
+    std::string salt = client_->platform_name() + "\n" + client_->platform_version() + "\n" +
+                       client_->plugin().api_version() + "\n" + c.version + "\n" +
+                       pjrt::portable_compile_options();
+    executables_.set_disk_cache(
+        std::make_shared<DiskCache>(c.cache_dir, c.cache_max_bytes, std::move(salt)));
+  }
 }
 
 Runtime& Runtime::get() {

@@ -19,6 +19,9 @@ struct RuntimeConfig {
   std::string platform;     // "cpu", "cuda", "tpu" or "" when unknown
   std::vector<pjrt::ClientOption> options;
   std::string unavailable;
+  std::string cache_dir;  // empty: no disk cache
+  uint64_t cache_max_bytes = uint64_t{4} << 30;
+  std::string version;    // torchtpu's, part of every cache key
 };
 
 // Must be called before the first use (the Python package does it on import).

@@ -54,12 +54,22 @@ py::dict metrics() {
   py::dict m;
   if (engine::Runtime::started()) {
     engine::CacheStats cache = engine::Runtime::get().executables().stats();
-    m["executables_compiled"] = cache.misses;
+    m["executables_compiled"] = cache.compiled;
     m["executable_cache_hits"] = cache.hits;
     m["executable_cache_misses"] = cache.misses;
+    m["executables_loaded_from_disk"] = cache.disk_loads;
     m["compile_seconds"] = cache.compile_seconds;
+    if (auto disk = engine::Runtime::get().executables().disk_cache()) {
+      engine::DiskCacheStats d = disk->stats();
+      m["disk_cache_dir"] = disk->directory();
+      m["disk_cache_hits"] = d.hits;
+      m["disk_cache_misses"] = d.misses;
+      m["disk_cache_writes"] = d.writes;
+      m["disk_cache_bad_entries"] = d.bad_entries;
+    }
   } else {
     m["executables_compiled"] = 0;
+    m["executables_loaded_from_disk"] = 0;
     m["executable_cache_hits"] = 0;
     m["executable_cache_misses"] = 0;
     m["compile_seconds"] = 0.0;
@@ -89,11 +99,14 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
-         const std::string& unavailable) {
-        engine::configure_runtime(
-            engine::RuntimeConfig{plugin_path, platform, client_options(options), unavailable});
+         const std::string& unavailable, const std::string& cache_dir, uint64_t cache_max_bytes,
+         const std::string& version) {
+        engine::configure_runtime(engine::RuntimeConfig{plugin_path, platform,
+                                                        client_options(options), unavailable,
+                                                        cache_dir, cache_max_bytes, version});
       },
-      py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"));
+      py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"),
+      py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"));
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
   m.def("_device_count", &engine::Runtime::device_count_or_zero);

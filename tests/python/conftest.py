@@ -3,10 +3,16 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-import torch
+import tempfile
 
-import torchtpu  # noqa: F401  (registers "tpu")
+import pytest
+
+# Hermetic compile cache: each test session (and the subprocesses it starts) starts cold.
+os.environ.setdefault("TORCHTPU_CACHE_DIR", tempfile.mkdtemp(prefix="torchtpu-test-cache-"))
+
+import torch  # noqa: E402
+
+import torchtpu  # noqa: E402, F401  (registers "tpu")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("TORCHTPU_BUILD_DIR", os.path.join(REPO, "build"))

@@ -1,0 +1,170 @@
+"""The on-disk compile cache: where it is, how big it may grow, and a command to inspect it.
+
+    python -m torchtpu.cache stats          # entries, bytes, hit rate
+    python -m torchtpu.cache clear          # remove every entry
+    python -m torchtpu.cache prune [--max-bytes N]   # evict least recently used entries
+
+TORCHTPU_CACHE_DIR chooses the folder (default ~/.cache/torchtpu), TORCHTPU_CACHE=0 turns the
+cache off, TORCHTPU_CACHE_MAX_BYTES bounds it (default 4 GiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import fcntl
+import json
+import os
+import time
+
+SUFFIX = ".xla"
+STATS = "stats.json"
+DEFAULT_MAX_BYTES = 4 << 30
+
+
+def directory() -> str | None:
+    if os.environ.get("TORCHTPU_CACHE", "1").strip() in ("0", "false", "off", ""):
+        return None
+    return os.environ.get("TORCHTPU_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "torchtpu")
+
+
+def max_bytes() -> int:
+    text = os.environ.get("TORCHTPU_CACHE_MAX_BYTES", str(DEFAULT_MAX_BYTES))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"TORCHTPU_CACHE_MAX_BYTES must be a number of bytes, not {text!r}")
+    return value
+
+
+def _entries(folder: str) -> list[tuple[str, int, float]]:
+    out = []
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if name.endswith(SUFFIX):
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            out.append((path, st.st_size, st.st_mtime))
+    return out
+
+
+def _update_stats(folder: str, hits: int, misses: int) -> None:
+    """Adds this process's disk hits and misses to the folder's running totals."""
+    if not hits and not misses:
+        return
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, STATS + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        totals = _read_stats(folder)
+        totals["hits"] += hits
+        totals["misses"] += misses
+        tmp = os.path.join(folder, f"{STATS}.{os.getpid()}.tmp")
+        with open(tmp, "w") as f:
+            json.dump(totals, f)
+        os.replace(tmp, os.path.join(folder, STATS))
+
+
+def _read_stats(folder: str) -> dict:
+    try:
+        with open(os.path.join(folder, STATS)) as f:
+            data = json.load(f)
+        return {"hits": int(data.get("hits", 0)), "misses": int(data.get("misses", 0))}
+    except (OSError, ValueError):
+        return {"hits": 0, "misses": 0}
+
+
+def _record_at_exit() -> None:
+    from . import _C
+
+    if not _C._started():
+        return
+    m = _C._metrics()
+    if "disk_cache_dir" in m:
+        _update_stats(m["disk_cache_dir"], m["disk_cache_hits"], m["disk_cache_misses"])
+
+
+def stats(folder: str) -> dict:
+    entries = _entries(folder)
+    totals = _read_stats(folder)
+    lookups = totals["hits"] + totals["misses"]
+    return {"directory": folder, "entries": len(entries), "bytes": sum(e[1] for e in entries),
+            "hits": totals["hits"], "misses": totals["misses"],
+            "hit_rate": totals["hits"] / lookups if lookups else None}
+
+
+def clear(folder: str) -> int:
+    removed = 0
+    for path, _, _ in _entries(folder):
+        try:
+            os.remove(path)
+            removed += 1
+        except FileNotFoundError:
+            pass
+    for name in (STATS,):
+        try:
+            os.remove(os.path.join(folder, name))
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def prune(folder: str, limit: int) -> int:
+    """Evicts least recently used entries until the folder holds at most `limit` bytes; also
+    removes temporary files a killed writer left behind."""
+    removed = 0
+    now = time.time()
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        if ".tmp." in name:
+            path = os.path.join(folder, name)
+            try:
+                if now - os.stat(path).st_mtime > 3600:
+                    os.remove(path)
+            except FileNotFoundError:
+                pass
+    entries = sorted(_entries(folder), key=lambda e: e[2])
+    total = sum(e[1] for e in entries)
+    for path, size, _ in entries:
+        if total <= limit:
+            break
+        try:
+            os.remove(path)
+            total -= size
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchtpu.cache", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["stats", "clear", "prune"])
+    parser.add_argument("--max-bytes", type=int, default=None)
+    args = parser.parse_args(argv)
+    folder = directory()
+    if folder is None:
+        print("the compile cache is off (TORCHTPU_CACHE=0)")
+        return 0
+    if args.command == "stats":
+        s = stats(folder)
+        rate = "n/a" if s["hit_rate"] is None else f"{100 * s['hit_rate']:.1f}%"
+        print(f"{s['directory']}: {s['entries']} entries, {s['bytes']} bytes, hit rate {rate} "
+              f"({s['hits']} hits, {s['misses']} misses)")
+    elif args.command == "clear":
+        print(f"removed {clear(folder)} entries from {folder}")
+    else:
+        limit = args.max_bytes if args.max_bytes is not None else max_bytes()
+        print(f"evicted {prune(folder, limit)} entries from {folder}")
+    return 0
+
+
+atexit.register(_record_at_exit)
