@@ -32,8 +32,15 @@ run: build
 cpp-test: build
 	./build/torchtpu_cpp_tests --gtest_brief=1
 
+# Everything in Strict mode, then the op suites again in the other two eager modes.
+MODE_SUITES := tests/python/test_opinfo.py tests/python/test_tensors.py \
+	tests/python/test_elementwise.py tests/python/test_nn.py tests/python/test_ops.py \
+	tests/python/test_random.py tests/python/test_optim.py
+
 py-test: build
-	$(PY) -m pytest -q tests/python
+	TORCHTPU_EAGER_MODE=defer_and_fuse $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
+	TORCHTPU_EAGER_MODE=debug $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
+	$(PY) -m pytest -q -p no:cacheprovider tests/python
 
 test: cpp-test py-test
 

@@ -38,6 +38,10 @@ _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailab
               _cache_max, __version__)
 _C._set_cpu_fallback_policy(os.environ.get("TORCHTPU_CPU_FALLBACK", "warn").strip().lower())
 
+from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+
+eager._from_environment()
+
 if not hasattr(torch, "tpu"):
     torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
@@ -56,4 +60,4 @@ def plugin() -> dict:
             "unavailable": _choice.unavailable}
 
 
-__all__ = ["metrics", "plugin", "__version__"]
+__all__ = ["eager_mode", "get_eager_mode", "metrics", "plugin", "set_eager_mode", "__version__"]

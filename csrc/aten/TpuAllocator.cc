@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/TpuGuard.h"
+#include "engine/eager.h"
 #include "engine/program.h"
 
 namespace torchtpu::aten {
@@ -44,6 +45,7 @@ void resize_storage(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
   engine::StorageHandle& old = storage_handle(storage);
   if (nbytes == old.nbytes()) return;
+  engine::flush(old.device());  // its contents must be current before they move
   c10::DataPtr grown = allocate_on(old.device(), nbytes);
   auto* handle = static_cast<engine::StorageHandle*>(grown.get_context());
   if (old.buffer()) {

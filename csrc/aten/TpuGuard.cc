@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include "engine/eager.h"
 #include "engine/runtime.h"
 
 namespace torchtpu::aten {
@@ -77,7 +78,9 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     if (!engine::Runtime::started()) return;
-    engine::Runtime::get().synchronize(device_index >= 0 ? device_index : current_index);
+    int device = device_index >= 0 ? device_index : current_index;
+    engine::flush(device);
+    engine::Runtime::get().synchronize(device);
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };

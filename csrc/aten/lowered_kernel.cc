@@ -14,6 +14,7 @@
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "engine/eager.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::aten {
@@ -362,14 +363,32 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
               c10::Device device) {
   const auto& arguments = schema.arguments();
-  engine::Program p(device.index());
+  engine::Recording recording(device.index());
+  engine::Program& p = recording.program();
   std::vector<int> operands;
   lowering::Attrs attrs;
   at::native::ResultTypeState promotion;
   bool promoted = false;
+  std::vector<hlo::Shape> operand_shapes;
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].is_out()) continue;
     add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
+    // The shapes of the operands it added, in order.
+    const c10::IValue& v = args[i];
+    if (v.isTensor() || v.isTensorList() || (v.isList() && !v.isIntList() && !v.isBoolList())) {
+      for (const at::Tensor& t : tensors_of(v)) {
+        std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+        operand_shapes.push_back(hlo::Shape{element_type(t.scalar_type()),
+                                            is_cpu_scalar(t) ? std::vector<int64_t>{} : sizes});
+      }
+    } else if (is_scalar_type(arguments[i]) && !v.isNone() && !is_static_scalar(arguments[i])) {
+      c10::Scalar sc = v.toScalar();
+      operand_shapes.push_back(hlo::Shape{sc.isBoolean()          ? hlo::ElementType::kPred
+                                          : sc.isIntegral(false) ? hlo::ElementType::kS64
+                                          : sc.isComplex()       ? hlo::ElementType::kC128
+                                                                 : hlo::ElementType::kF64,
+                                          {}});
+    }
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (!outputs[k].defined()) continue;
@@ -379,13 +398,20 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               std::vector<int64_t>(outputs[k].sizes().begin(), outputs[k].sizes().end()));
   }
   if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
-  int first = p.apply(rule, std::move(operands), std::move(attrs),
-                      static_cast<int>(outputs.size()));
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
-  }
   try {
-    p.run();
+    if (engine::eager_mode() == engine::EagerMode::kDeferAndFuse &&
+        operand_shapes.size() == operands.size()) {
+      // Deferred ops run later, inside a larger program: lower this one alone now, so a refusal
+      // surfaces at its own call (and an unsupported case can still run on the CPU).
+      engine::Program::check_lowering(rule, operand_shapes, attrs,
+                                      static_cast<int>(outputs.size()));
+    }
+    int first = p.apply(rule, std::move(operands), std::move(attrs),
+                        static_cast<int>(outputs.size()));
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
+    }
+    recording.finish();
   } catch (const lowering::Refused& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   }

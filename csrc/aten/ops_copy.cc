@@ -4,6 +4,7 @@
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "engine/eager.h"
 #include "engine/runtime.h"
 
 namespace torchtpu::aten {
@@ -26,6 +27,7 @@ int resolved(engine::Program& p, int value, const at::Tensor& t) {
 // The tensor's elements as a dense row-major buffer of its dtype. A tensor that is its whole
 // storage is served by the storage's own buffer; anything else runs one program.
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
+  engine::flush(t.device().index());  // a read to the host: deferred work runs first
   engine::TensorView v = view_of(t);
   if (v.covers_storage() && v.storage->buffer() && v.storage->type() == v.type &&
       !t.is_conj() && !t.is_neg()) {
@@ -50,39 +52,41 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   engine::TensorView v = view_of(dst);
   int device = dst.device().index();
   std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
-  if (v.covers_storage() && !dst.is_conj() && !dst.is_neg()) {
+  if (v.covers_storage() && !dst.is_conj() && !dst.is_neg() && v.storage->pending() == nullptr) {
     v.storage->set_buffer(
         engine::Runtime::get().upload(host.data_ptr(), v.type, {v.numel()}, device), v.type);
     return;
   }
-  engine::Program p(device);
   auto uploaded = engine::Runtime::get().upload(host.data_ptr(), v.type, dims, device);
+  engine::Recording recording(device);
+  engine::Program& p = recording.program();
   p.write(v, resolved(p, p.argument(std::move(uploaded), hlo::Shape{v.type, dims}), dst));
-  p.run();
+  recording.finish();
 }
 
 void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   engine::TensorView from = view_of(src), to = view_of(dst);
   // Same elements, same type: share the (immutable) buffer instead of copying it.
-  bool plain = !src.is_conj() && !src.is_neg() && !dst.is_conj() && !dst.is_neg();
+  bool plain = !src.is_conj() && !src.is_neg() && !dst.is_conj() && !dst.is_neg() &&
+               from.storage->pending() == nullptr && to.storage->pending() == nullptr;
   if (plain && from.covers_storage() && to.covers_storage() && from.type == to.type &&
       src.sizes() == dst.sizes() && from.storage->buffer() &&
       from.storage->type() == from.type && src.device() == dst.device()) {
     to.storage->set_buffer(from.storage->buffer(), from.type);
     return;
   }
-  engine::Program p(dst.device().index());
-  int value;
-  if (src.device() == dst.device()) {
-    value = resolved(p, p.read(from), src);
-  } else {
-    auto moved = dense_buffer(src)->copy_to(engine::Runtime::get().device(dst.device().index()));
-    value = p.argument(std::move(moved),
-                       hlo::Shape{from.type, std::vector<int64_t>(src.sizes().begin(),
-                                                                  src.sizes().end())});
+  std::shared_ptr<pjrt::Buffer> moved;
+  if (src.device() != dst.device()) {
+    moved = dense_buffer(src)->copy_to(engine::Runtime::get().device(dst.device().index()));
   }
+  engine::Recording recording(dst.device().index());
+  engine::Program& p = recording.program();
+  int value = moved ? p.argument(std::move(moved),
+                                 hlo::Shape{from.type, std::vector<int64_t>(src.sizes().begin(),
+                                                                            src.sizes().end())})
+                    : resolved(p, p.read(from), src);
   p.write(to, resolved(p, p.apply("cast", {value}, cast_to(dst)), dst));
-  p.run();
+  recording.finish();
 }
 
 }  // namespace
@@ -118,10 +122,11 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
-  engine::Program p(self.device().index());
+  engine::Recording recording(self.device().index());
+  engine::Program& p = recording.program();
   int scalar = scalar_argument(p, value, self.scalar_type());
   p.write(view_of(self), p.apply("cast", {scalar}, cast_to(self)));
-  p.run();
+  recording.finish();
   return self;
 }
 
@@ -131,9 +136,10 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   if (value.is_cpu()) return fill_scalar(self, value.item());
   common_device({&self, &value});
   if (self.numel() == 0) return self;
-  engine::Program p(self.device().index());
+  engine::Recording recording(self.device().index());
+  engine::Program& p = recording.program();
   p.write(view_of(self), p.apply("cast", {p.read(view_of(value))}, cast_to(self)));
-  p.run();
+  recording.finish();
   return self;
 }
 

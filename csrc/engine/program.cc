@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "engine/eager.h"
 #include "engine/runtime.h"
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -17,6 +18,22 @@ int64_t TensorView::numel() const {
 
 bool TensorView::covers_storage() const {
   return offset == 0 && numel() == storage->numel(type) && lowering::is_dense(sizes, strides);
+}
+
+Program::Program(int device) : device_(device) { flush(device); }
+
+Program::~Program() { release_storages(); }
+
+void Program::release_storages() {
+  for (StorageState& s : storages_) {
+    if (s.storage != nullptr && s.storage->pending() == this) s.storage->set_pending(nullptr);
+  }
+}
+
+void Program::forget(StorageHandle* storage) {
+  for (StorageState& s : storages_) {
+    if (s.storage == storage) s.storage = nullptr;
+  }
 }
 
 int Program::add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape) {
@@ -42,6 +59,7 @@ Program::StorageState& Program::state_of(StorageHandle* storage) {
     if (s.storage == storage) return s;
   }
   StorageState s{storage, -1, storage->type()};
+  if (deferred_) storage->set_pending(this);
   if (storage->buffer()) {
     s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}});
   }
@@ -104,6 +122,17 @@ void Program::result(int value) {
   results_.push_back(value);
 }
 
+void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape>& operands,
+                             const lowering::Attrs& attrs, int num_outputs) {
+  hlo::FunctionBuilder b;
+  lowering::Values values;
+  for (const hlo::Shape& shape : operands) values.push_back(b.parameter(shape));
+  lowering::Values out = lowering::rule(op)(b, values, attrs);
+  if (static_cast<int>(out.size()) < num_outputs) {
+    throw std::logic_error("torchtpu: lowering rule '" + op + "' produced too few values");
+  }
+}
+
 std::string Program::hlo_text() const {
   hlo::FunctionBuilder b;
   std::vector<hlo::Value> values;
@@ -127,7 +156,7 @@ std::string Program::hlo_text() const {
   }
   std::vector<hlo::Value> outputs;
   for (const StorageState& s : storages_) {
-    if (s.written) outputs.push_back(values[s.current]);
+    if (s.written && s.storage != nullptr) outputs.push_back(values[s.current]);
   }
   for (int r : results_) outputs.push_back(values[r]);
   return b.module(outputs);
@@ -154,13 +183,16 @@ std::string Program::debug_string() const {
 std::vector<std::shared_ptr<pjrt::Buffer>> Program::run() {
   size_t written = 0;
   for (const StorageState& s : storages_) {
-    if (s.written) {
+    if (s.written && s.storage != nullptr) {
       ++written;
       fingerprint_.add(int64_t{-3});
       fingerprint_.add(int64_t{s.current});
     }
   }
-  if (written == 0 && results_.empty()) return {};
+  if (written == 0 && results_.empty()) {
+    release_storages();
+    return {};
+  }
   Runtime& runtime = Runtime::get();
   std::shared_ptr<pjrt::Executable> exe;
   try {
@@ -178,11 +210,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run() {
   auto outputs = exe->execute(args, runtime.device(device_));
   size_t next = 0;
   for (StorageState& s : storages_) {
-    if (!s.written) continue;
+    if (!s.written || s.storage == nullptr) continue;
     std::shared_ptr<pjrt::Buffer> buffer = std::move(outputs[next++]);
     runtime.in_flight(device_, buffer);
     s.storage->set_buffer(std::move(buffer), s.type);
   }
+  release_storages();
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
   while (next < outputs.size()) {
     results.push_back(std::move(outputs[next++]));

@@ -28,7 +28,15 @@ struct TensorView {
 
 class Program {
  public:
-  explicit Program(int device) : device_(device) {}
+  enum Deferred { kDeferred };
+  // A program run right away: the device's pending (deferred) work runs first, so it reads
+  // current contents.
+  explicit Program(int device);
+  // A program recorded now and run later (see eager.h): it marks the storages it touches.
+  Program(int device, Deferred) : device_(device), deferred_(true) {}
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  ~Program();
 
   int device() const { return device_; }
   // The view's current contents as a value of shape `sizes`.
@@ -49,6 +57,14 @@ class Program {
   // Compiles (or fetches) and launches the program; written storages get their new buffers.
   // Returns the buffers asked for with result(), in order. Does not wait.
   std::vector<std::shared_ptr<pjrt::Buffer>> run();
+
+  // Lowers one op on operands of these shapes by itself, so a rule's refusal surfaces when the
+  // op is recorded rather than when a deferred program runs.
+  static void check_lowering(const std::string& op, const std::vector<hlo::Shape>& operands,
+                             const lowering::Attrs& attrs, int num_outputs);
+  // A storage that died before the program ran: its contents are no longer an output.
+  void forget(StorageHandle* storage);
+  size_t size() const { return nodes_.size(); }
 
   const hlo::Fingerprint& fingerprint() const { return fingerprint_; }
   std::string hlo_text() const;
@@ -72,8 +88,10 @@ class Program {
 
   StorageState& state_of(StorageHandle* storage);
   int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape);
+  void release_storages();
 
   int device_;
+  bool deferred_ = false;
   std::vector<Node> nodes_;
   std::vector<std::shared_ptr<pjrt::Buffer>> arguments_;
   std::vector<StorageState> storages_;

@@ -40,6 +40,7 @@ StorageHandle::StorageHandle(int device, size_t nbytes)
     : device_(device), nbytes_(nbytes), address_(reserve_address_range(nbytes)) {}
 
 StorageHandle::~StorageHandle() {
+  if (pending_ != nullptr) forget_storage(pending_, this);
   account(device_, -buffer_bytes(buffer_, numel(type_), type_));
   release_address_range(address_, nbytes_);
 }

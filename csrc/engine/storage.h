@@ -10,6 +10,8 @@
 
 namespace torchtpu::engine {
 
+class Program;
+
 class StorageHandle {
  public:
   StorageHandle(int device, size_t nbytes);
@@ -31,13 +33,22 @@ class StorageHandle {
     return static_cast<int64_t>(nbytes_ / hlo::byte_width(type));
   }
 
+  // The deferred program that reads or writes this storage and has not run yet, if any: its
+  // buffer is not current until that program runs.
+  Program* pending() const { return pending_; }
+  void set_pending(Program* program) { pending_ = program; }
+
  private:
   int device_;
   size_t nbytes_;
   void* address_;
   std::shared_ptr<pjrt::Buffer> buffer_;
   hlo::ElementType type_ = hlo::ElementType::kU8;
+  Program* pending_ = nullptr;
 };
+
+// Tells a pending program that a storage it refers to is gone (defined with the eager modes).
+void forget_storage(Program* program, StorageHandle* storage);
 
 // Bytes held by storage buffers on a device, for torch.tpu.memory_allocated when the plugin keeps
 // no statistics of its own.

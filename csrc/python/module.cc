@@ -5,6 +5,7 @@
 #include "aten/TpuGenerator.h"
 #include "aten/TpuGuard.h"
 #include "aten/ops.h"
+#include "engine/eager.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
 
@@ -74,6 +75,9 @@ py::dict metrics() {
     m["executable_cache_misses"] = 0;
     m["compile_seconds"] = 0.0;
   }
+  engine::DeferStats defer = engine::defer_stats();
+  m["deferred_flushes"] = defer.flushes;
+  m["deferred_nodes"] = defer.nodes;
   py::dict fallbacks;
   int64_t total = 0;
   for (const auto& [op, count] : aten::cpu_fallback_counts()) {
@@ -122,7 +126,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", &aten::set_current_device);
   m.def("_synchronize", [](int device) {
     without_gil([device] {
+      engine::flush(device);
       engine::Runtime::get().synchronize(device);
+      return 0;
+    });
+  });
+  m.def("_set_eager_mode", [](int mode) {
+    without_gil([mode] {
+      engine::set_eager_mode(static_cast<engine::EagerMode>(mode));
+      return 0;
+    });
+  });
+  m.def("_eager_mode", [] { return static_cast<int>(engine::eager_mode()); });
+  m.def("_flush", [](int device) {
+    without_gil([device] {
+      engine::flush(device);
       return 0;
     });
   });

@@ -53,3 +53,10 @@ def fallback_error():
     torchtpu._C._set_cpu_fallback_policy("error")
     yield
     torchtpu._C._set_cpu_fallback_policy("warn")
+
+
+@pytest.fixture
+def strict_mode():
+    """For tests of Strict mode's own behaviour (one program per op)."""
+    with torchtpu.eager_mode("strict"):
+        yield

@@ -66,6 +66,7 @@ def test_manual_seed_reaches_the_tpu_generator():
     assert g.initial_seed() == 5 and g.device == torch.device("tpu", 0)
 
 
+@pytest.mark.usefixtures("strict_mode")
 def test_memory_allocated_counts_written_storages():
     before = torch.tpu.memory_allocated()
     x = torch.ones(1024, device="tpu")  # 4 KiB once written

@@ -1,8 +1,11 @@
-"""The in-process executable cache: one compile per program structure."""
+"""The in-process executable cache: one compile per program structure (Strict mode)."""
 
+import pytest
 import torch
 
 import torchtpu
+
+pytestmark = pytest.mark.usefixtures("strict_mode")
 
 
 def compiled():

@@ -1,4 +1,5 @@
-"""examples/train_gpt.py on "tpu" (no CPU fallback allowed) against the same run on CPU."""
+"""examples/train_gpt.py on "tpu" (no CPU fallback allowed), in each eager mode, against the same
+run on CPU."""
 
 import json
 import os
@@ -10,12 +11,13 @@ import pytest
 from conftest import REPO
 
 SCRIPT = os.path.join(REPO, "examples", "train_gpt.py")
+STEPS = int(os.environ.get("TORCHTPU_TRAIN_STEPS", "200"))
 
 
-def losses(tmp_path, device, steps):
-    out = tmp_path / f"{device}.json"
-    env = dict(os.environ, TORCHTPU_CPU_FALLBACK="error")
-    r = subprocess.run([sys.executable, SCRIPT, "--device", device, "--steps", str(steps),
+def losses(tmp_path, device, mode="strict"):
+    out = tmp_path / f"{device}-{mode}.json"
+    env = dict(os.environ, TORCHTPU_CPU_FALLBACK="error", TORCHTPU_EAGER_MODE=mode)
+    r = subprocess.run([sys.executable, SCRIPT, "--device", device, "--steps", str(STEPS),
                         "--dropout", "0", "--losses-out", str(out)],
                        env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -25,24 +27,21 @@ def losses(tmp_path, device, steps):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("train_gpt")
-    steps = int(os.environ.get("TORCHTPU_TRAIN_STEPS", "200"))
-    return losses(tmp, "tpu", steps), losses(tmp, "cpu", steps)
+def cpu(tmp_path_factory):
+    return losses(tmp_path_factory.mktemp("cpu"), "cpu")
 
 
-def test_first_20_steps_match_cpu(runs):
-    tpu, cpu = runs
+@pytest.fixture(scope="module", params=["strict", "debug", "defer_and_fuse"])
+def tpu(request, tmp_path_factory):
+    return losses(tmp_path_factory.mktemp(request.param), "tpu", request.param)
+
+
+def test_first_20_steps_match_cpu(tpu, cpu):
     for step, (a, b) in enumerate(zip(tpu[:20], cpu[:20])):
         assert abs(a - b) <= 1e-3 * abs(b), f"step {step}: tpu {a} vs cpu {b}"
 
 
-def test_final_loss_matches_cpu_and_training_learns(runs):
-    tpu, cpu = runs
-    assert len(tpu) == len(cpu)
+def test_final_loss_matches_cpu_and_training_learns(tpu, cpu):
+    assert len(tpu) == len(cpu) == STEPS
     assert abs(tpu[-1] - cpu[-1]) <= 0.02 * abs(cpu[-1]), (tpu[-1], cpu[-1])
     assert tpu[-1] < 0.7 * tpu[0]  # it learned something
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))

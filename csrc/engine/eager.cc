@@ -1,0 +1,110 @@
+#include "engine/eager.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "engine/runtime.h"
+
+namespace torchtpu::engine {
+namespace {
+
+std::atomic<int> current_mode{static_cast<int>(EagerMode::kStrict)};
+
+// Past this many nodes a pending program is run, bounding compile time and memory held
+// (TORCHTPU_DEFER_MAX_NODES, default 4000).
+size_t max_pending_nodes() {
+  static const size_t bound = [] {
+    const char* text = std::getenv("TORCHTPU_DEFER_MAX_NODES");
+    long value = text ? std::strtol(text, nullptr, 10) : 0;
+    return value > 0 ? static_cast<size_t>(value) : size_t{4000};
+  }();
+  return bound;
+}
+
+struct Pending {
+  std::recursive_mutex mutex;
+  std::unique_ptr<Program> program;
+};
+
+std::mutex table_mutex;
+std::unordered_map<int, std::unique_ptr<Pending>>& table() {
+  static auto* t = new std::unordered_map<int, std::unique_ptr<Pending>>();
+  return *t;
+}
+
+Pending& pending(int device) {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  auto& slot = table()[device];
+  if (!slot) slot = std::make_unique<Pending>();
+  return *slot;
+}
+
+std::atomic<int64_t> flushes{0}, flushed_nodes{0};
+
+void run_pending(Pending& p) {
+  std::unique_ptr<Program> program = std::move(p.program);
+  if (!program) return;
+  ++flushes;
+  flushed_nodes += static_cast<int64_t>(program->size());
+  program->run();
+}
+
+}  // namespace
+
+EagerMode eager_mode() { return static_cast<EagerMode>(current_mode.load()); }
+
+void set_eager_mode(EagerMode mode) {
+  flush_all();
+  current_mode = static_cast<int>(mode);
+}
+
+void flush(int device) {
+  Pending& p = pending(device);
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  run_pending(p);
+}
+
+void flush_all() {
+  std::vector<int> devices;
+  {
+    std::lock_guard<std::mutex> lock(table_mutex);
+    for (auto& [device, slot] : table()) devices.push_back(device);
+  }
+  for (int d : devices) flush(d);
+}
+
+DeferStats defer_stats() { return {flushes.load(), flushed_nodes.load()}; }
+
+void forget_storage(Program* program, StorageHandle* storage) {
+  Pending& p = pending(program->device());
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  program->forget(storage);
+}
+
+Recording::Recording(int device) : device_(device) {
+  Pending& p = pending(device);
+  lock_ = std::unique_lock<std::recursive_mutex>(p.mutex);
+  if (eager_mode() == EagerMode::kDeferAndFuse) {
+    if (!p.program) p.program = std::make_unique<Program>(device, Program::kDeferred);
+    program_ = p.program.get();
+  } else {
+    run_pending(p);
+    own_ = std::make_unique<Program>(device, Program::kDeferred);
+    program_ = own_.get();
+  }
+}
+
+Recording::~Recording() = default;
+
+void Recording::finish() {
+  if (own_) {
+    own_->run();
+    if (eager_mode() == EagerMode::kDebug) Runtime::get().synchronize(device_);
+    return;
+  }
+  Pending& p = pending(device_);
+  if (p.program && p.program->size() > max_pending_nodes()) run_pending(p);
+}
+
+}  // namespace torchtpu::engine

@@ -1,0 +1,174 @@
+"""Strict, Debug and DeferAndFuse: how they are chosen, when deferred work runs, and that all
+three compute the same results."""
+
+import pytest
+import torch
+
+import torchtpu
+from conftest import run_python
+
+
+def metrics():
+    return torchtpu.metrics()
+
+
+def program(x):
+    y = x.t()[1:] * 2  # views and in-place through views, deferred like everything else
+    y.add_(1)
+    z = torch.cat([x, x * x]).softmax(0)
+    w = z[:, :2].clone()
+    w[0].mul_(-1)
+    return (x.sum() + z.mean(), w)
+
+
+def test_selection_api_and_context_manager():
+    assert torchtpu.get_eager_mode() == "strict"
+    with torchtpu.eager_mode("defer_and_fuse"):
+        assert torchtpu.get_eager_mode() == "defer_and_fuse"
+        with torchtpu.eager_mode("debug"):
+            assert torchtpu.get_eager_mode() == "debug"
+        assert torchtpu.get_eager_mode() == "defer_and_fuse"
+    assert torchtpu.get_eager_mode() == "strict"
+    with pytest.raises(ValueError, match="eager mode must be one of strict, debug, "
+                                         "defer_and_fuse, not 'lazy'"):
+        torchtpu.set_eager_mode("lazy")
+
+
+def test_environment_variable_sets_the_mode_at_start():
+    r = run_python("import torchtpu; print(torchtpu.get_eager_mode())",
+                   TORCHTPU_EAGER_MODE="defer_and_fuse")
+    assert r.stdout.strip() == "defer_and_fuse", r.stderr
+    r = run_python("import torchtpu; print(torchtpu.get_eager_mode())", TORCHTPU_EAGER_MODE="x")
+    assert r.returncode == 0 and r.stdout.strip() == "strict"
+    assert "TORCHTPU_EAGER_MODE" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "defer_and_fuse"])
+def test_every_mode_matches_cpu(mode):
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    expected = program(x.clone())
+    with torchtpu.eager_mode(mode):
+        got = program(x.to("tpu"))
+        for e, g in zip(expected, got):
+            torch.testing.assert_close(g.cpu(), e)
+
+
+SYNC_POINTS = {
+    "item": lambda t: t.sum().item(),
+    "cpu": lambda t: t.cpu(),
+    "tolist": lambda t: t.tolist(),
+    "numpy": lambda t: t.cpu().numpy(),
+    "print": lambda t: str(t),
+    "nonzero": lambda t: torch.nonzero(t > 0),
+    "boolean_mask": lambda t: t[t > 0],
+    "if": lambda t: bool(t.sum() > 0) or True,
+    "synchronize": lambda t: torch.tpu.synchronize(),
+    "mode_switch": lambda t: torchtpu.set_eager_mode("defer_and_fuse"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNC_POINTS))
+def test_sync_points_run_the_pending_program(name):
+    with torchtpu.eager_mode("defer_and_fuse"):
+        x = torch.ones(5, device="tpu")
+        y = x * 3 + 1
+        before = metrics()["deferred_flushes"]
+        SYNC_POINTS[name](y)
+        assert metrics()["deferred_flushes"] >= before + 1
+        assert y.cpu().tolist() == [4.0] * 5
+
+
+def test_nothing_runs_until_a_sync_point():
+    with torchtpu.eager_mode("defer_and_fuse"):
+        before = metrics()
+        x = torch.ones(8, device="tpu")
+        for _ in range(10):
+            x = x * 2 + 1
+        assert metrics()["deferred_flushes"] == before["deferred_flushes"]
+        assert metrics()["executable_cache_misses"] == before["executable_cache_misses"]
+        assert x[0].item() == 2047.0
+
+
+def test_errors_raise_at_the_call_site():
+    with torchtpu.eager_mode("defer_and_fuse"):
+        a = torch.ones(3, device="tpu")
+        b = a * 2
+        with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+            a + torch.ones(4, device="tpu")
+        bools = torch.ones(2, dtype=torch.bool, device="tpu")
+        with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool"):
+            bools - bools
+        assert b.tolist() == [2.0, 2.0, 2.0]  # earlier work is unharmed
+
+
+def test_a_repeated_step_hits_the_fused_program_cache():
+    x = torch.randn(16, 16).to("tpu")
+    with torchtpu.eager_mode("defer_and_fuse"):
+        def step():
+            return ((x @ x).relu() + 1).sum().item()
+        step()
+        compiled = metrics()["executable_cache_misses"]
+        hits = metrics()["executable_cache_hits"]
+        for _ in range(3):
+            step()
+        assert metrics()["executable_cache_misses"] == compiled
+        assert metrics()["executable_cache_hits"] >= hits + 3
+
+
+def test_dead_intermediates_are_never_materialized():
+    x = torch.ones(1024, device="tpu")  # 4 KiB
+    with torchtpu.eager_mode("defer_and_fuse"):
+        before = torch.tpu.memory_allocated()
+        y = x
+        for _ in range(20):
+            y = y * 2 + 1  # 40 intermediates of 4 KiB each, all dead but the last
+        torch.tpu.synchronize()
+        assert torch.tpu.memory_allocated() == before + 4096
+        del y
+
+
+def test_node_bound_flushes_long_programs():
+    r = run_python("""
+        import torch, torchtpu
+        torchtpu.set_eager_mode("defer_and_fuse")
+        x = torch.zeros(4, device="tpu")
+        for _ in range(100):
+            x = x + 1
+        print(torchtpu.metrics()["deferred_flushes"], x.tolist())
+    """, TORCHTPU_DEFER_MAX_NODES="50")
+    assert r.returncode == 0, r.stderr
+    flushes, values = r.stdout.split(" ", 1)
+    assert int(flushes) >= 4 and values.strip() == "[100.0, 100.0, 100.0, 100.0]"
+
+
+def test_random_numbers_are_the_same_in_every_mode():
+    draws = {}
+    for mode in ["strict", "defer_and_fuse", "debug"]:
+        with torchtpu.eager_mode(mode):
+            torch.manual_seed(42)
+            a = torch.rand(6, device="tpu") * 2
+            b = torch.nn.functional.dropout(torch.ones(6, device="tpu"), 0.5)
+            draws[mode] = (a.cpu(), b.cpu())
+    for mode in ["defer_and_fuse", "debug"]:
+        assert torch.equal(draws[mode][0], draws["strict"][0])
+        assert torch.equal(draws[mode][1], draws["strict"][1])
+
+
+def test_training_steps_match_strict():
+    results = {}
+    for mode in ["strict", "defer_and_fuse"]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
+                                    torch.nn.LayerNorm(16), torch.nn.Linear(16, 3)).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        x, y = torch.randn(32, 8).to("tpu"), torch.randint(3, (32,)).to("tpu")
+        losses = []
+        with torchtpu.eager_mode(mode):
+            for _ in range(5):
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        results[mode] = losses
+    torch.testing.assert_close(results["defer_and_fuse"], results["strict"])

@@ -1,0 +1,45 @@
+"""Eager modes: "strict" (default: each op runs as soon as it is called), "debug" (each op also
+waits, so an error surfaces at the op that caused it), "defer_and_fuse" (ops are recorded and run
+as one fused program at the next sync point: a read to the host, synchronize, a mode switch)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+
+from . import _C
+
+MODES = ("strict", "debug", "defer_and_fuse")
+
+
+def set_eager_mode(mode: str) -> None:
+    """Selects the eager mode for every thread; pending work is flushed first."""
+    if mode not in MODES:
+        raise ValueError(f"eager mode must be one of {', '.join(MODES)}, not {mode!r}")
+    _C._set_eager_mode(MODES.index(mode))
+
+
+def get_eager_mode() -> str:
+    return MODES[_C._eager_mode()]
+
+
+@contextlib.contextmanager
+def eager_mode(mode: str):
+    """Runs the block in `mode`, then restores the previous one."""
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)
+
+
+def _from_environment() -> None:
+    mode = os.environ.get("TORCHTPU_EAGER_MODE", "").strip().lower()
+    if not mode:
+        return
+    try:
+        set_eager_mode(mode)
+    except ValueError as e:  # `import torch` must keep working
+        warnings.warn(f"torchtpu: TORCHTPU_EAGER_MODE: {e}; using strict", stacklevel=2)
