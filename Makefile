@@ -47,6 +47,7 @@ test: cpp-test py-test
 bench: build
 	$(PY) benchmarks/op_overhead.py
 	$(PY) benchmarks/eager_step.py
+	$(PY) benchmarks/eager_modes.py
 
 clean:
 	rm -rf build torchtpu/*.so
