@@ -6,9 +6,15 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/all.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/min.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -417,6 +423,65 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   }
 }
 
+namespace {
+
+// Debug mode: the checks a CPU kernel makes on index values, which a device program cannot
+// raise. Each index tensor against the size of the dimension it indexes.
+void check_indices(const lowering::AtenBinding& binding, const c10::FunctionSchema& schema,
+                   const std::vector<c10::IValue>& args) {
+  const std::string& rule = binding.rule;
+  auto arg = [&](const char* name) -> const c10::IValue* {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (schema.arguments()[i].name() == name) return &args[i];
+    }
+    return nullptr;
+  };
+  auto check = [&](const at::Tensor& index, int64_t dim, int64_t size) {
+    if (!index.defined() || index.numel() == 0) return;
+    int64_t low = index.min().item<int64_t>(), high = index.max().item<int64_t>();
+    int64_t bad = high >= size ? high : low < -size ? low : 0;
+    TORCH_CHECK_INDEX(high < size && low >= -size, schema.name(), ": index ", bad,
+                      " is out of bounds for dimension ", dim, " with size ", size);
+  };
+  const c10::IValue* self = arg("self");
+  if (rule == "index_select" || rule == "gather" || rule == "scatter" || rule == "scatter_add") {
+    const at::Tensor& x = self->toTensor();
+    int64_t dim = at::maybe_wrap_dim(arg("dim")->toInt(), std::max<int64_t>(x.dim(), 1));
+    check(arg("index")->toTensor(), dim, x.dim() == 0 ? 1 : x.size(dim));
+  } else if (rule == "index" || rule == "index_put") {
+    const at::Tensor& x = self->toTensor();
+    int64_t dim = 0;
+    for (const c10::IValue& e : arg("indices")->toListRef()) {
+      if (e.isTensor() && e.toTensor().defined()) check(e.toTensor(), dim, x.size(dim));
+      ++dim;
+    }
+  } else if (rule == "embedding_backward") {
+    check(arg("indices")->toTensor(), 0, arg("num_weights")->toInt());
+  }
+}
+
+// Debug mode with TORCHTPU_DEBUG_NANS=1: the first op whose result holds a NaN or an infinity.
+void check_finite(const c10::FunctionSchema& schema, const std::vector<at::Tensor>& outputs) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCHTPU_DEBUG_NANS");
+    return v != nullptr && std::string(v) != "0" && std::string(v) != "";
+  }();
+  // The check runs ops itself (isfinite may decompose into abs, ne, ...): not those.
+  static thread_local bool checking = false;
+  if (!enabled || checking) return;
+  checking = true;
+  struct Reset {
+    ~Reset() { checking = false; }
+  } reset;
+  for (const at::Tensor& out : outputs) {
+    if (!out.defined() || !out.is_floating_point() || out.numel() == 0) continue;
+    TORCH_CHECK(at::isfinite(out).all().item<bool>(), "torchtpu debug: ", schema.name(),
+                " produced a NaN or an infinity (TORCHTPU_DEBUG_NANS=1)");
+  }
+}
+
+}  // namespace
+
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& arguments = schema.arguments();
@@ -458,6 +523,9 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
+
+  bool debug = engine::eager_mode() == engine::EagerMode::kDebug;
+  if (debug) check_indices(binding, schema, args);
 
   hlo::Fingerprint key;
   key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
@@ -515,6 +583,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     cpu_fallback(op, stack);
     return;
   }
+  if (debug) check_finite(schema, outputs);
   for (c10::IValue& r : results) stack->push_back(std::move(r));
 }
 
