@@ -139,7 +139,8 @@ def main():
         import torchtpu
 
         m = torchtpu.metrics()
-        print(f"executables compiled {m['executables_compiled']}, cpu fallback calls "
+        print(f"executables compiled {m['executables_compiled']}, loaded from the disk cache "
+              f"{m['executables_loaded_from_disk']}, cpu fallback calls "
               f"{m['cpu_fallback_calls']}: {sorted(m['cpu_fallbacks'])}")
     if args.losses_out:
         with open(args.losses_out, "w") as f:
