@@ -204,6 +204,18 @@ Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& 
       "dimensions = " + FunctionBuilder::i64_array(dims))[0];
 }
 
+Value scatter(FunctionBuilder& b, const Value& base, const Value& indices, const Value& updates,
+              bool add, const std::string& dimension_numbers) {
+  Shape scalar{base.shape.type, {}};
+  return b.op_with_region(
+      "stablehlo.scatter", {base, indices, updates}, {base.shape}, {scalar, scalar},
+      [add, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
+        return std::vector<Value>{add ? r.op("stablehlo.add", {args[0], args[1]}, scalar)
+                                      : args[1]};
+      },
+      dimension_numbers + ", indices_are_sorted = false, unique_indices = false")[0];
+}
+
 Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis) {
   size_t rank = x.shape.rank();
   Dims window(rank, 1), strides(rank, 1);

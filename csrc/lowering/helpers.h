@@ -55,6 +55,10 @@ Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& 
 // Shape `x`'s reduction result back to `dims` (keepdim or not): a reshape.
 Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
                 const Dims& reduced_axes);
+// stablehlo.scatter of `updates` into `base` at `indices`, adding to (or replacing) what is
+// there; `dimension_numbers` is the scatter_dimension_numbers attribute.
+Value scatter(FunctionBuilder& b, const Value& base, const Value& indices, const Value& updates,
+              bool add, const std::string& dimension_numbers);
 // Inclusive prefix sums of `x` along `axis` (a reduce_window).
 Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis);
 // A typed 0-d operand broadcast to `dims` in `type`.

@@ -73,18 +73,6 @@ Values gather(FunctionBuilder& b, const Values& v, const Attrs& a) {
                    FunctionBuilder::i64_array(Dims(rank, 1)) + ", indices_are_sorted = false")};
 }
 
-Value scatter(FunctionBuilder& b, const Value& base, const Value& coords, const Value& updates,
-              bool add, const std::string& dims) {
-  Shape scalar{base.shape.type, {}};
-  return b.op_with_region(
-      "stablehlo.scatter", {base, coords, updates}, {base.shape}, {scalar, scalar},
-      [add, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
-        return std::vector<Value>{add ? r.op("stablehlo.add", {args[0], args[1]}, scalar)
-                                      : args[1]};
-      },
-      dims + ", indices_are_sorted = false, unique_indices = false")[0];
-}
-
 // scatter.src / scatter.value / scatter_add(self, dim, index, src|value[, reduce])
 LoweringRule scatter_rule(bool add) {
   return [add](FunctionBuilder& b, const Values& v, const Attrs& a) {

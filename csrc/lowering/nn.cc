@@ -227,30 +227,19 @@ Values embedding_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   }
   if (a.i("scale_grad_by_freq")) {
     Value ones = full(b, c, {n}, 1);
-    Value counts = b.op_with_region(
-        "stablehlo.scatter", {full(b, c, {rows}, 0), idx, ones}, {Shape{c, {rows}}},
-        {Shape{c, {}}, Shape{c, {}}},
-        [c](FunctionBuilder& r, const std::vector<Value>& args) {
-          return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, Shape{c, {}})};
-        },
-        "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-        "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = false, "
-        "unique_indices = false")[0];
+    Value counts = scatter(b, full(b, c, {rows}, 0), idx, ones, true,
+                           "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = "
+                           "[0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>");
     Value per = b.op("stablehlo.gather", {counts, idx}, Shape{c, {n}},
                      "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], "
                      "start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1>, "
                      "indices_are_sorted = false");
     g = divide(b, g, broadcast_in_dim(b, per, {n, width}, {0}));
   }
-  Value grad = b.op_with_region(
-      "stablehlo.scatter", {full(b, c, {rows, width}, 0), idx, g}, {Shape{c, {rows, width}}},
-      {Shape{c, {}}, Shape{c, {}}},
-      [c](FunctionBuilder& r, const std::vector<Value>& args) {
-        return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, Shape{c, {}})};
-      },
-      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
-      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-      "indices_are_sorted = false, unique_indices = false")[0];
+  Value grad = scatter(b, full(b, c, {rows, width}, 0), idx, g, true,
+                       "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
+                       "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
+                       "index_vector_dim = 1>");
   return {convert(b, grad, t)};
 }
 

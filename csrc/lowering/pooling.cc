@@ -109,16 +109,9 @@ Values max_pool_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value flat_i = reshape(b, indices, {planes, windows, 1});
   Value plane_id = iota(b, ElementType::kS64, {planes, windows, 1}, 0);
   Value coords = concatenate(b, {plane_id, flat_i}, 2);
-  Shape scalar{c, {}};
-  Value grad = b.op_with_region(
-      "stablehlo.scatter", {full(b, c, {planes, plane}, 0), coords, flat_g},
-      {Shape{c, {planes, plane}}}, {scalar, scalar},
-      [scalar](FunctionBuilder& r, const std::vector<Value>& args) {
-        return std::vector<Value>{r.op("stablehlo.add", {args[0], args[1]}, scalar)};
-      },
-      "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1], "
-      "scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 2>, indices_are_sorted = false, "
-      "unique_indices = false")[0];
+  Value grad = scatter(b, full(b, c, {planes, plane}, 0), coords, flat_g, true,
+                       "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = "
+                       "[0, 1], scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 2>");
   return {convert(b, reshape(b, grad, in), t)};
 }
 

@@ -91,8 +91,7 @@ std::string gather_scatter_dims(const std::string& kind, size_t rank) {
            "indices_are_sorted = false";
   }
   return "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-         "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(rank) +
-         ">, indices_are_sorted = false, unique_indices = false";
+         "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(rank) + ">";
 }
 
 Value read_nested(FunctionBuilder& b, Value flat, const Dims& sizes, const Dims& strides,
@@ -171,11 +170,7 @@ Values view_write(FunctionBuilder& b, const Values& operands, const Attrs& attrs
                  base.shape)};
   }
   Value index = element_indices(b, sizes, strides, offset);
-  Shape scalar{type, {}};
-  return {b.op_with_region(
-      "stablehlo.scatter", {base, index, value}, {base.shape}, {scalar, scalar},
-      [](FunctionBuilder&, const Values& args) { return Values{args[1]}; },
-      gather_scatter_dims("scatter", sizes.size()))};
+  return {scatter(b, base, index, value, false, gather_scatter_dims("scatter", sizes.size()))};
 }
 
 // attrs: type, sizes. Contents of a storage never written, and of zero-size views.
