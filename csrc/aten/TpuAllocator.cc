@@ -45,7 +45,8 @@ void resize_storage(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
   engine::StorageHandle& old = storage_handle(storage);
   if (nbytes == old.nbytes()) return;
-  engine::flush(old.device());  // its contents must be current before they move
+  // Its contents must be current before they move (pending work writing them runs first).
+  if (old.pending() != nullptr) engine::flush(old.device());
   c10::DataPtr grown = allocate_on(old.device(), nbytes);
   auto* handle = static_cast<engine::StorageHandle*>(grown.get_context());
   if (old.buffer()) {

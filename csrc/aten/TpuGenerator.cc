@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "aten/TpuGuard.h"
+#include "engine/eager.h"
 #include "engine/runtime.h"
 
 namespace torchtpu::aten {
@@ -23,25 +24,34 @@ constexpr size_t kStateBytes = 3 * sizeof(uint64_t);
 TpuGeneratorImpl::TpuGeneratorImpl(c10::DeviceIndex device)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(kDefaultSeed) {}
+      seed_(kDefaultSeed),
+      state_(std::make_unique<engine::StorageHandle>(device, 2 * sizeof(uint64_t))) {
+  state_->set_persistent();
+}
+
+void TpuGeneratorImpl::upload_state(const uint64_t words[2]) const {
+  if (state_->pending() != nullptr) engine::flush(device().index());
+  state_->set_buffer(
+      engine::Runtime::get().upload(words, hlo::ElementType::kU64, {2}, device().index()),
+      hlo::ElementType::kU64);
+}
 
 void TpuGeneratorImpl::set_current_seed(uint64_t seed) {
   seed_ = seed;
   offset_ = 0;
-  state_.reset();
+  seeded_ = false;
+  // A replayed compiled program reads the state storage directly: set it now (before the
+  // runtime starts no program can exist, and the first draw sets it).
+  if (engine::Runtime::started()) device_state();
 }
 
-std::shared_ptr<pjrt::Buffer> TpuGeneratorImpl::device_state() {
-  if (!state_) {
+engine::TensorView TpuGeneratorImpl::device_state() {
+  if (!seeded_) {
     uint64_t words[2] = {seed_, 0};
-    state_ = engine::Runtime::get().upload(words, hlo::ElementType::kU64, {2}, device().index());
+    upload_state(words);
+    seeded_ = true;
   }
-  return state_;
-}
-
-void TpuGeneratorImpl::advance(std::shared_ptr<pjrt::Buffer> next) {
-  state_ = std::move(next);
-  ++offset_;
+  return engine::TensorView{state_.get(), hlo::ElementType::kU64, {2}, {1}, 0};
 }
 
 uint64_t TpuGeneratorImpl::seed() {
@@ -58,15 +68,18 @@ void TpuGeneratorImpl::set_state(const c10::TensorImpl& state) {
   uint64_t values[3];
   std::memcpy(values, state.data(), kStateBytes);
   seed_ = values[0];
-  state_ = engine::Runtime::get().upload(values + 1, hlo::ElementType::kU64, {2},
-                                         device().index());
+  upload_state(values + 1);
+  seeded_ = true;
 }
 
 c10::intrusive_ptr<c10::TensorImpl> TpuGeneratorImpl::get_state() const {
   at::Tensor state = at::empty({static_cast<int64_t>(kStateBytes)},
                                at::TensorOptions().dtype(at::kByte).device(at::kCPU));
   uint64_t values[3] = {seed_, seed_, 0};
-  if (state_) state_->to_host(values + 1, 2 * sizeof(uint64_t));
+  if (seeded_) {
+    if (state_->pending() != nullptr) engine::flush(device().index());  // a draw replaces it
+    state_->buffer()->to_host(values + 1, 2 * sizeof(uint64_t));
+  }
   std::memcpy(state.data_ptr(), values, kStateBytes);
   return state.getIntrusivePtr();
 }
@@ -75,7 +88,11 @@ TpuGeneratorImpl* TpuGeneratorImpl::clone_impl() const {
   auto* g = new TpuGeneratorImpl(device().index());
   g->seed_ = seed_;
   g->offset_ = offset_;
-  g->state_ = state_;  // buffers are immutable: sharing one is a copy
+  if (seeded_) {
+    if (state_->pending() != nullptr) engine::flush(device().index());
+    g->state_->set_buffer(state_->buffer(), hlo::ElementType::kU64);  // buffers are immutable
+    g->seeded_ = true;
+  }
   return g;
 }
 

@@ -1,6 +1,7 @@
-// The "tpu" random generator. Its state lives on the device: a ThreeFry state (ui64[2]) that every
-// random op takes as an argument and replaces with the state it returns, so random numbers are
-// drawn without a host round trip and torch.manual_seed reproduces a run.
+// The "tpu" random generator. Its state lives on the device: a ThreeFry state (ui64[2]) in a
+// persistent storage that every random op reads and replaces in the same program, so random
+// numbers are drawn without a host round trip, deferred and compiled programs draw them in place,
+// and torch.manual_seed reproduces a run.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -8,7 +9,7 @@
 
 #include <memory>
 
-#include "pjrt/buffer.h"
+#include "engine/program.h"
 
 namespace torchtpu::aten {
 
@@ -27,16 +28,20 @@ class TpuGeneratorImpl final : public c10::GeneratorImpl {
 
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
-  // The device state ([seed, 0] until the first draw), and its successor after a draw.
-  std::shared_ptr<pjrt::Buffer> device_state();
-  void advance(std::shared_ptr<pjrt::Buffer> next);
+  // The device state as a u64[2] view ([seed, 0] until the first draw); a draw writes its
+  // successor through it and calls advance().
+  engine::TensorView device_state();
+  void advance() { ++offset_; }
 
  private:
   TpuGeneratorImpl* clone_impl() const override;
+  // Sets the device state (after running any pending draw that would overwrite it).
+  void upload_state(const uint64_t words[2]) const;
 
   uint64_t seed_;
   uint64_t offset_ = 0;  // draws so far
-  std::shared_ptr<pjrt::Buffer> state_;
+  std::unique_ptr<engine::StorageHandle> state_;
+  bool seeded_ = false;  // state_ holds the state of seed_
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);

@@ -405,7 +405,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   }
   if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
   try {
-    if (engine::eager_mode() == engine::EagerMode::kDeferAndFuse &&
+    if ((engine::eager_mode() == engine::EagerMode::kDeferAndFuse || engine::capturing()) &&
         operand_shapes.size() == operands.size()) {
       // Deferred ops run later, inside a larger program: lower this one alone now, so a refusal
       // surfaces at its own call (and an unsupported case can still run on the CPU).
@@ -524,7 +524,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
 
-  bool debug = engine::eager_mode() == engine::EagerMode::kDebug;
+  // Debug's checks read values to the host: not while a compiled graph is being captured.
+  bool debug = engine::eager_mode() == engine::EagerMode::kDebug && !engine::capturing();
   if (debug) check_indices(binding, schema, args);
 
   hlo::Fingerprint key;

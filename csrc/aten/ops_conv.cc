@@ -80,10 +80,20 @@ void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stac
   stack->push_back(gb);
 }
 
-// (input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
 //   -> (out, save_mean, save_invstd); in training, the running statistics are updated in place.
+// The _native_batch_norm_legit overloads (what AOTAutograd's graphs call) take the same with
+// running statistics required, without them (.no_stats), or without `training`
+// (_no_training): their arguments are brought to native_batch_norm's.
 void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args = take(op, stack);
+  if (op.schema().overload_name() == "no_stats") {
+    args.insert(args.begin() + 3, {c10::IValue(), c10::IValue()});
+  } else if (op.schema().name() == "aten::_native_batch_norm_legit_no_training") {
+    args.insert(args.begin() + 5, c10::IValue(false));
+  }
+  static const c10::FunctionSchema& schema =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "").schema();
   const at::Tensor& input = args[0].toTensor();
   bool training = args[5].toBool();
   auto optional = [&](size_t i) { return args[i].isTensor() ? args[i].toTensor() : at::Tensor(); };
@@ -104,7 +114,7 @@ void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     outputs.push_back(running_mean);
     outputs.push_back(running_var);
   }
-  if (input.numel() > 0) run_rule("batch_norm", op.schema(), args, outputs, device);
+  if (input.numel() > 0) run_rule("batch_norm", schema, args, outputs, device);
   stack->push_back(out);
   stack->push_back(mean);
   stack->push_back(invstd);

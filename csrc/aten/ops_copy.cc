@@ -39,6 +39,8 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
 }
 
 void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  engine::capture_breaks_because("it copies a tpu tensor to the CPU (.cpu(), .item(), printing, "
+                                 "a value-dependent shape)");
   bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
                 dst.sizes() == src.sizes() && !dst.is_conj() && !dst.is_neg();
   at::Tensor host = direct ? dst : at::empty(src.sizes(), dst.options().dtype(src.scalar_type()));
@@ -52,7 +54,10 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst) {
   engine::TensorView v = view_of(dst);
   int device = dst.device().index();
   std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
-  if (v.covers_storage() && !dst.is_conj() && !dst.is_neg() && v.storage->pending() == nullptr) {
+  // A whole-storage upload replaces the buffer, except in a capture, where the write must be part
+  // of the program.
+  if (v.covers_storage() && !dst.is_conj() && !dst.is_neg() && v.storage->pending() == nullptr &&
+      !engine::capturing()) {
     v.storage->set_buffer(
         engine::Runtime::get().upload(host.data_ptr(), v.type, {v.numel()}, device), v.type);
     return;
@@ -67,8 +72,10 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst) {
 void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
   engine::TensorView from = view_of(src), to = view_of(dst);
   // Same elements, same type: share the (immutable) buffer instead of copying it.
+  // (Not in a capture: there the copy must be part of the program.)
   bool plain = !src.is_conj() && !src.is_neg() && !dst.is_conj() && !dst.is_neg() &&
-               from.storage->pending() == nullptr && to.storage->pending() == nullptr;
+               from.storage->pending() == nullptr && to.storage->pending() == nullptr &&
+               !engine::capturing();
   if (plain && from.covers_storage() && to.covers_storage() && from.type == to.type &&
       src.sizes() == dst.sizes() && from.storage->buffer() &&
       from.storage->type() == from.type && src.device() == dst.device()) {

@@ -1,5 +1,6 @@
-// Random ops: each runs one program that takes the generator's device state and returns the
-// next one with the numbers, so draws are asynchronous and reproducible from torch.manual_seed.
+// Random ops: each records one op that reads the generator's device state and writes the next
+// one with the numbers, so draws are asynchronous, deferrable and reproducible from
+// torch.manual_seed.
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -11,6 +12,7 @@
 #include "aten/TpuGenerator.h"
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "engine/eager.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -19,15 +21,18 @@ TpuGeneratorImpl* generator_for(const at::Tensor& t, const std::optional<at::Gen
   return at::get_generator_or_default<TpuGeneratorImpl>(gen, default_generator(t.device().index()));
 }
 
-// Runs `rule` on (state, operands...), writing its outputs into `outputs` and the new state back.
+// Records `rule` on (state, operands...), writing its outputs into `outputs` and the new state
+// back.
 void draw(const std::string& rule, const std::optional<at::Generator>& gen,
           const std::vector<at::Tensor>& outputs,
           const std::function<std::vector<int>(engine::Program&)>& operands) {
   const at::Tensor& first = outputs[0];
   TpuGeneratorImpl* g = generator_for(first, gen);
   std::lock_guard<std::mutex> lock(g->mutex_);
-  engine::Program p(first.device().index());
-  std::vector<int> inputs{p.argument(g->device_state(), hlo::Shape{hlo::ElementType::kU64, {2}})};
+  engine::TensorView state = g->device_state();
+  engine::Recording recording(first.device().index());
+  engine::Program& p = recording.program();
+  std::vector<int> inputs{p.read(state)};
   for (int v : operands(p)) inputs.push_back(v);
   lowering::Attrs attrs;
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -39,8 +44,9 @@ void draw(const std::string& rule, const std::optional<at::Generator>& gen,
   int result = p.apply(rule, std::move(inputs), std::move(attrs),
                        static_cast<int>(outputs.size()) + 1);
   for (size_t k = 0; k < outputs.size(); ++k) p.write(view_of(outputs[k]), result + k);
-  p.result(result + static_cast<int>(outputs.size()));
-  g->advance(p.run().at(0));
+  p.write(state, result + static_cast<int>(outputs.size()));
+  recording.finish();
+  g->advance();
 }
 
 int f64(engine::Program& p, double v) { return scalar_argument(p, v, at::kDouble); }

@@ -64,7 +64,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("equal", TORCH_FN(equal));
 
-  m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
+  for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
+                           "_native_batch_norm_legit.no_stats",
+                           "_native_batch_norm_legit_no_training"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
+  }
 
   // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.
   for (const std::string& op : lowered_operators()) {

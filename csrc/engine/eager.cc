@@ -42,9 +42,16 @@ Pending& pending(int device) {
 
 std::atomic<int64_t> flushes{0}, flushed_nodes{0};
 
+std::atomic<int> capture_device{-1};
+std::atomic<bool> capture_broken{false};
+uint64_t capture_start = 0;
+std::mutex reason_mutex;
+std::string capture_reason;  // why the capture breaks, if it was said
+
 void run_pending(Pending& p) {
   std::unique_ptr<Program> program = std::move(p.program);
   if (!program) return;
+  if (capture_device.load() == program->device()) capture_broken = true;
   ++flushes;
   flushed_nodes += static_cast<int64_t>(program->size());
   program->run();
@@ -74,6 +81,49 @@ void flush_all() {
   for (int d : devices) flush(d);
 }
 
+void begin_capture(int device) {
+  flush_all();
+  capture_start = next_storage_serial();
+  capture_broken = false;
+  {
+    std::lock_guard<std::mutex> lock(reason_mutex);
+    capture_reason.clear();
+  }
+  capture_device = device;
+}
+
+bool capturing() { return capture_device.load() >= 0; }
+
+uint64_t capture_serial() { return capture_start; }
+
+void capture_breaks_because(const std::string& why) {
+  if (!capturing()) return;
+  std::lock_guard<std::mutex> lock(reason_mutex);
+  if (capture_reason.empty()) capture_reason = why;
+}
+
+std::unique_ptr<Program> end_capture(std::string* broken) {
+  int device = capture_device.exchange(-1);
+  broken->clear();
+  if (capture_broken) {
+    std::lock_guard<std::mutex> lock(reason_mutex);
+    *broken = capture_reason.empty() ? "an op in it needed the device's results on the host"
+                                     : capture_reason;
+  }
+  std::unique_ptr<Program> program;
+  if (device >= 0) {
+    Pending& p = pending(device);
+    std::lock_guard<std::recursive_mutex> lock(p.mutex);
+    if (!broken->empty()) {
+      run_pending(p);
+    } else {
+      program = std::move(p.program);
+    }
+  }
+  flush_all();
+  return program;
+}
+
 DeferStats defer_stats() { return {flushes.load(), flushed_nodes.load()}; }
 
 void forget_storage(Program* program, StorageHandle* storage) {
@@ -85,7 +135,7 @@ void forget_storage(Program* program, StorageHandle* storage) {
 Recording::Recording(int device) : device_(device) {
   Pending& p = pending(device);
   lock_ = std::unique_lock<std::recursive_mutex>(p.mutex);
-  if (eager_mode() == EagerMode::kDeferAndFuse) {
+  if (eager_mode() == EagerMode::kDeferAndFuse || capturing()) {
     if (!p.program) p.program = std::make_unique<Program>(device, Program::kDeferred);
     program_ = p.program.get();
   } else {
@@ -104,7 +154,7 @@ void Recording::finish() {
     return;
   }
   Pending& p = pending(device_);
-  if (p.program && p.program->size() > max_pending_nodes()) run_pending(p);
+  if (p.program && p.program->size() > max_pending_nodes() && !capturing()) run_pending(p);
 }
 
 }  // namespace torchtpu::engine

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "engine/program.h"
 
@@ -22,6 +23,22 @@ void set_eager_mode(EagerMode mode);
 // Runs the device's pending program, if any.
 void flush(int device);
 void flush_all();
+
+// Capture, the torch.compile backend's trace-everything mode (csrc/aten/compiled_graph.cc): from
+// begin_capture, every op records into the device's pending program as under DeferAndFuse, with
+// no size bound. A sync point that needs the work done (a read to the host, a CPU fallback) runs
+// it as DeferAndFuse would, so results stay right, and marks the capture broken.
+void begin_capture(int device);
+bool capturing();
+// Says why the capture is about to break (the first reason given is kept), before the sync point
+// that breaks it.
+void capture_breaks_because(const std::string& why);
+// Ends the capture: the recorded program, not yet run (null when nothing was recorded), or, when
+// the capture was broken, null with `broken` set to why (its work has run). Pending work of other
+// devices runs.
+std::unique_ptr<Program> end_capture(std::string* broken);
+// Storages made from this serial on were made during the capture.
+uint64_t capture_serial();
 
 struct DeferStats {
   int64_t flushes = 0;

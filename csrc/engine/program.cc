@@ -34,13 +34,18 @@ void Program::forget(StorageHandle* storage) {
   for (StorageState& s : storages_) {
     if (s.storage == storage) s.storage = nullptr;
   }
+  for (StorageHandle*& s : argument_storages_) {
+    if (s == storage) s = nullptr;
+  }
 }
 
-int Program::add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape) {
+int Program::add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape,
+                          StorageHandle* storage) {
   Node node;
   node.shape = shape;
   nodes_.push_back(std::move(node));
   arguments_.push_back(std::move(buffer));
+  argument_storages_.push_back(storage);
   fingerprint_.add(int64_t{-1});
   fingerprint_.add(shape);
   return static_cast<int>(nodes_.size() - 1);
@@ -61,7 +66,8 @@ Program::StorageState& Program::state_of(StorageHandle* storage) {
   StorageState s{storage, -1, storage->type()};
   if (deferred_) storage->set_pending(this);
   if (storage->buffer()) {
-    s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}});
+    s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}},
+                             storage);
   }
   storages_.push_back(s);
   return storages_.back();
@@ -180,7 +186,7 @@ std::string Program::debug_string() const {
   return s;
 }
 
-std::vector<std::shared_ptr<pjrt::Buffer>> Program::run() {
+std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   size_t written = 0;
   for (const StorageState& s : storages_) {
     if (s.written && s.storage != nullptr) {
@@ -208,9 +214,19 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run() {
   args.reserve(arguments_.size());
   for (const auto& a : arguments_) args.push_back(a->raw());
   auto outputs = exe->execute(args, runtime.device(device_));
+  if (launch != nullptr) {
+    launch->executable = exe;
+    launch->arguments = arguments_;
+    launch->argument_storages = argument_storages_;
+    launch->results = results_.size();
+  }
   size_t next = 0;
   for (StorageState& s : storages_) {
     if (!s.written || s.storage == nullptr) continue;
+    if (launch != nullptr) {
+      launch->written.push_back(s.storage);
+      launch->written_types.push_back(s.type);
+    }
     std::shared_ptr<pjrt::Buffer> buffer = std::move(outputs[next++]);
     runtime.in_flight(device_, buffer);
     s.storage->set_buffer(std::move(buffer), s.type);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/storage.h"
+#include "pjrt/executable.h"
 #include "hlo/fingerprint.h"
 #include "lowering/attrs.h"
 
@@ -24,6 +25,20 @@ struct TensorView {
   int64_t numel() const;
   // Dense, from offset 0, over every element of the storage: the storage's buffer is the view.
   bool covers_storage() const;
+};
+
+// What one run of a program bound and produced, so that it can be run again on other storages
+// (a torch.compile graph replayed on new inputs; csrc/aten/compiled_graph.cc).
+struct Launch {
+  std::shared_ptr<pjrt::Executable> executable;
+  std::vector<std::shared_ptr<pjrt::Buffer>> arguments;  // as bound in this run
+  // Per argument, the storage whose contents it was (null for scalars and uploaded constants).
+  std::vector<StorageHandle*> argument_storages;
+  // Per output, the storage it was written into and in which element type; the outputs
+  // asked for with result() follow, `results` of them.
+  std::vector<StorageHandle*> written;
+  std::vector<hlo::ElementType> written_types;
+  size_t results = 0;
 };
 
 class Program {
@@ -55,8 +70,9 @@ class Program {
   void result(int value);
 
   // Compiles (or fetches) and launches the program; written storages get their new buffers.
-  // Returns the buffers asked for with result(), in order. Does not wait.
-  std::vector<std::shared_ptr<pjrt::Buffer>> run();
+  // Returns the buffers asked for with result(), in order. Does not wait. With `launch`, also
+  // says what the run bound and wrote.
+  std::vector<std::shared_ptr<pjrt::Buffer>> run(Launch* launch = nullptr);
 
   // Lowers one op on operands of these shapes by itself, so a rule's refusal surfaces when the
   // op is recorded rather than when a deferred program runs.
@@ -87,13 +103,15 @@ class Program {
   };
 
   StorageState& state_of(StorageHandle* storage);
-  int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape);
+  int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape,
+                   StorageHandle* storage = nullptr);
   void release_storages();
 
   int device_;
   bool deferred_ = false;
   std::vector<Node> nodes_;
   std::vector<std::shared_ptr<pjrt::Buffer>> arguments_;
+  std::vector<StorageHandle*> argument_storages_;  // parallel to arguments_
   std::vector<StorageState> storages_;
   std::vector<int> results_;
   hlo::Fingerprint fingerprint_;

@@ -34,10 +34,17 @@ int64_t buffer_bytes(const std::shared_ptr<pjrt::Buffer>& buffer, int64_t numel,
   return buffer ? numel * static_cast<int64_t>(hlo::byte_width(type)) : 0;
 }
 
+std::atomic<uint64_t> serials{0};
+
 }  // namespace
 
 StorageHandle::StorageHandle(int device, size_t nbytes)
-    : device_(device), nbytes_(nbytes), address_(reserve_address_range(nbytes)) {}
+    : device_(device),
+      nbytes_(nbytes),
+      address_(reserve_address_range(nbytes)),
+      serial_(serials++) {}
+
+uint64_t next_storage_serial() { return serials.load(); }
 
 StorageHandle::~StorageHandle() {
   if (pending_ != nullptr) forget_storage(pending_, this);

@@ -38,6 +38,13 @@ class StorageHandle {
   Program* pending() const { return pending_; }
   void set_pending(Program* program) { pending_ = program; }
 
+  // Storages are numbered in the order they were made, so a capture can tell which it created.
+  uint64_t serial() const { return serial_; }
+  // Persistent: not any tensor's storage but state that lives as long as the process (a random
+  // generator's), which a replayed program reads and replaces in place.
+  bool persistent() const { return persistent_; }
+  void set_persistent() { persistent_ = true; }
+
  private:
   int device_;
   size_t nbytes_;
@@ -45,7 +52,12 @@ class StorageHandle {
   std::shared_ptr<pjrt::Buffer> buffer_;
   hlo::ElementType type_ = hlo::ElementType::kU8;
   Program* pending_ = nullptr;
+  uint64_t serial_;
+  bool persistent_ = false;
 };
+
+// The serial the next storage made will get.
+uint64_t next_storage_serial();
 
 // Tells a pending program that a storage it refers to is gone (defined with the eager modes).
 void forget_storage(Program* program, StorageHandle* storage);

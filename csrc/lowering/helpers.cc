@@ -77,11 +77,22 @@ Value transpose(FunctionBuilder& b, const Value& v, const Dims& permutation) {
 }
 
 Value pad_end(FunctionBuilder& b, const Value& v, int64_t count) {
-  if (count == 0) return v;
-  Value zero = constant(b, v.shape.type, 0);
-  return b.op("stablehlo.pad", {v, zero}, Shape{v.shape.type, {v.shape.dims[0] + count}},
-              "edge_padding_low = array<i64: 0>, edge_padding_high = " +
-                  FunctionBuilder::i64_array({count}) + ", interior_padding = array<i64: 0>");
+  return pad_high(b, v, {count});
+}
+
+Value pad_high(FunctionBuilder& b, const Value& v, const Dims& high, double value) {
+  Dims dims = v.shape.dims;
+  bool any = false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    dims[k] += high[k];
+    any |= high[k] != 0;
+  }
+  if (!any) return v;
+  Dims zeros(dims.size(), 0);
+  return b.op("stablehlo.pad", {v, constant(b, v.shape.type, value)}, Shape{v.shape.type, dims},
+              "edge_padding_low = " + FunctionBuilder::i64_array(zeros) +
+                  ", edge_padding_high = " + FunctionBuilder::i64_array(high) +
+                  ", interior_padding = " + FunctionBuilder::i64_array(zeros));
 }
 
 Value concatenate(FunctionBuilder& b, const std::vector<Value>& values, int64_t dim) {

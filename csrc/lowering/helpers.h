@@ -25,6 +25,8 @@ Value broadcast_in_dim(FunctionBuilder& b, const Value& v, const Dims& dims,
 Value slice(FunctionBuilder& b, const Value& v, const Dims& start, const Dims& limit);
 Value transpose(FunctionBuilder& b, const Value& v, const Dims& permutation);
 Value pad_end(FunctionBuilder& b, const Value& v, int64_t count);  // rank 1
+// Pads each dimension at its end with `value` (`high[k]` elements on dimension k).
+Value pad_high(FunctionBuilder& b, const Value& v, const Dims& high, double value = 0);
 Value concatenate(FunctionBuilder& b, const std::vector<Value>& values, int64_t dim);
 Value iota(FunctionBuilder& b, ElementType type, const Dims& dims, int64_t dim);
 

@@ -94,39 +94,85 @@ std::string gather_scatter_dims(const std::string& kind, size_t rank) {
          "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(rank) + ">";
 }
 
+// A nested view's elements as a block of the flat storage: the `span` elements from its offset,
+// shaped `blocks` (its dimensions in stride order, then the innermost stride), of which the view
+// is the corner `limits`.
+struct Blocks {
+  int64_t span;
+  Dims blocks, limits, kept;  // kept: the view's dimensions in stride order
+  std::vector<int> original;  // the view's dimensions of `order`, in their own order
+};
+
+Blocks blocks_of(const Dims& sizes, const Dims& strides, const std::vector<int>& order) {
+  Blocks g;
+  g.span = strides[order[0]] * sizes[order[0]];
+  g.blocks = g.limits = g.kept = {sizes[order[0]]};
+  for (size_t j = 1; j < order.size(); ++j) {
+    g.blocks.push_back(strides[order[j - 1]] / strides[order[j]]);
+    g.limits.push_back(sizes[order[j]]);
+    g.kept.push_back(sizes[order[j]]);
+  }
+  g.blocks.push_back(strides[order.back()]);
+  g.limits.push_back(1);
+  g.original.assign(order.begin(), order.end());
+  std::sort(g.original.begin(), g.original.end());
+  return g;
+}
+
 Value read_nested(FunctionBuilder& b, Value flat, const Dims& sizes, const Dims& strides,
                   int64_t offset, const std::vector<int>& order) {
-  ElementType type = flat.shape.type;
   if (order.empty()) {
     Value one = reshape(b, slice(b, flat, {offset}, {offset + 1}), {});
     return broadcast_in_dim(b, one, sizes, {});
   }
-  int64_t span = strides[order[0]] * sizes[order[0]];
-  flat = pad_end(b, flat, std::max<int64_t>(0, offset + span - flat.shape.dims[0]));
-  Value v = slice(b, flat, {offset}, {offset + span});
-  Dims blocks{sizes[order[0]]}, limits{sizes[order[0]]}, kept{sizes[order[0]]};
-  for (size_t j = 1; j < order.size(); ++j) {
-    blocks.push_back(strides[order[j - 1]] / strides[order[j]]);
-    limits.push_back(sizes[order[j]]);
-    kept.push_back(sizes[order[j]]);
-  }
-  blocks.push_back(strides[order.back()]);
-  limits.push_back(1);
-  v = reshape(b, v, blocks);
-  v = slice(b, v, Dims(blocks.size(), 0), limits);
-  v = reshape(b, v, kept);
+  Blocks g = blocks_of(sizes, strides, order);
+  flat = pad_end(b, flat, std::max<int64_t>(0, offset + g.span - flat.shape.dims[0]));
+  Value v = slice(b, flat, {offset}, {offset + g.span});
+  v = reshape(b, v, g.blocks);
+  v = slice(b, v, Dims(g.blocks.size(), 0), g.limits);
+  v = reshape(b, v, g.kept);
   // Back from stride order to the view's own dimension order.
-  std::vector<int> original = order;
-  std::sort(original.begin(), original.end());
   Dims permutation;
-  for (int k : original) {
+  for (int k : g.original) {
     permutation.push_back(std::find(order.begin(), order.end(), k) - order.begin());
   }
   v = transpose(b, v, permutation);
   if (v.shape.dims == sizes) return v;
-  Dims mapping(original.begin(), original.end());
-  (void)type;
+  Dims mapping(g.original.begin(), g.original.end());
   return broadcast_in_dim(b, v, sizes, mapping);
+}
+
+// Writes `value` through a nested view without a scatter: the value, laid out in stride order
+// and padded to the view's block, replaces the block's elements where a mask of the same layout
+// is set (everywhere, when the view covers the whole storage).
+Value write_nested(FunctionBuilder& b, const Value* base, const Value& value, const Dims& sizes,
+                   const Dims& strides, int64_t offset, int64_t n, const std::vector<int>& order) {
+  ElementType type = value.shape.type;
+  Blocks g = blocks_of(sizes, strides, order);
+  Dims own;  // the value without its size-1 dimensions, in its own order
+  for (int k : g.original) own.push_back(sizes[k]);
+  Dims permutation;
+  for (int k : order) {
+    permutation.push_back(std::find(g.original.begin(), g.original.end(), k) -
+                          g.original.begin());
+  }
+  Dims in_blocks = g.kept;
+  in_blocks.push_back(1);
+  Dims high;
+  for (size_t j = 0; j < g.blocks.size(); ++j) high.push_back(g.blocks[j] - g.limits[j]);
+  auto spread = [&](const Value& v, double fill) {
+    Value laid = reshape(b, transpose(b, reshape(b, v, own), permutation), in_blocks);
+    return reshape(b, pad_high(b, laid, high, fill), {g.span});
+  };
+  Value block = spread(value, 0);
+  if (offset == 0 && g.span == n && numel(sizes) == n) return block;  // a permutation of it all
+  int64_t end = std::max(n, offset + g.span);
+  Value whole = pad_end(b, base ? *base : full(b, type, {n}, 0), end - n);
+  Value mask = spread(full(b, ElementType::kPred, sizes, 1), 0);
+  Value merged = select(b, mask, block, slice(b, whole, {offset}, {offset + g.span}));
+  Value start = constant(b, ElementType::kS64, static_cast<double>(offset));
+  whole = b.op("stablehlo.dynamic_update_slice", {whole, merged, start}, whole.shape);
+  return end == n ? whole : slice(b, whole, {0}, {n});
 }
 
 // operands: [flat storage]; attrs: type (the reader's), sizes, strides, offset.
@@ -163,7 +209,18 @@ Values view_write(FunctionBuilder& b, const Values& operands, const Attrs& attrs
   }
   bool dense = is_dense(sizes, strides);
   if (offset == 0 && dense && numel(sizes) == n) return {reshape(b, value, {n})};
-  Value base = operands.size() == 2 ? retype_flat(b, operands[0], type) : full(b, type, {n}, 0);
+  std::optional<Value> stored;
+  if (operands.size() == 2) stored = retype_flat(b, operands[0], type);
+  if (!dense) {
+    auto order = nested_order(sizes, strides);
+    bool expanded = false;  // a dimension of stride 0 (PyTorch refuses writes through those)
+    for (size_t k = 0; k < sizes.size(); ++k) expanded |= sizes[k] > 1 && strides[k] == 0;
+    if (order && !order->empty() && !expanded) {
+      return {write_nested(b, stored ? &*stored : nullptr, value, sizes, strides, offset, n,
+                           *order)};
+    }
+  }
+  Value base = stored ? *stored : full(b, type, {n}, 0);
   if (dense) {
     Value start = constant(b, ElementType::kS64, static_cast<double>(offset));
     return {b.op("stablehlo.dynamic_update_slice", {base, reshape(b, value, {numel(sizes)}), start},

@@ -4,6 +4,7 @@
 
 #include "aten/TpuGenerator.h"
 #include "aten/TpuGuard.h"
+#include "aten/compiled_graph.h"
 #include "aten/ops.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
@@ -96,6 +97,91 @@ auto without_gil(F f) {
   return f();
 }
 
+// One torch.compile graph's programs, for torchtpu/_compile.py: the graph's arguments arrive as
+// a list of tensors and host values, its results as a list of tensors and other objects.
+class PyCompiledGraph {
+ public:
+  // Replays the program of this call's signature: (outputs, signature), outputs None when there
+  // is no program for it yet (or it runs eagerly), signature None when it can never have one.
+  py::tuple run(const py::list& args) {
+    std::vector<at::Tensor> tensors = tensors_of(args);
+    std::string sig = aten::CompiledGraph::signature(tensors, host_values(args));
+    if (sig.empty()) return py::make_tuple(py::none(), py::none());
+    const aten::GraphProgram* program = graph_.find(sig);
+    py::bytes key(sig);
+    if (program == nullptr) return py::make_tuple(py::none(), key);
+    std::vector<at::Tensor> results = without_gil([&] { return program->run(tensors); });
+    const py::list& like = outputs_.at(sig);
+    py::list out(like.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+      out[i] = results[i].defined() ? py::cast(results[i]) : like[i];
+    }
+    return py::make_tuple(out, key);
+  }
+  bool eager(const py::bytes& sig) const { return graph_.eager(sig); }
+  void begin_capture(const py::list& args) {
+    std::vector<at::Tensor> tensors = tensors_of(args);
+    without_gil([&] {
+      aten::CompiledGraph::begin_capture(tensors);
+      return 0;
+    });
+  }
+  void abort_capture() {
+    without_gil([] {
+      aten::CompiledGraph::abort_capture();
+      return 0;
+    });
+  }
+  // Ends the capture of a call that returned `results`: "" when its program is kept, else why it
+  // runs eagerly. With `want_hlo`, returns (why, StableHLO text).
+  py::tuple end_capture(const py::bytes& sig, const py::list& args, const py::sequence& results,
+                        bool want_hlo) {
+    std::vector<at::Tensor> tensors = tensors_of(args), outputs;
+    py::list like;
+    for (py::handle r : results) {
+      if (THPVariable_Check(r.ptr())) {
+        outputs.push_back(THPVariable_Unpack(r.ptr()));
+        like.append(py::none());
+      } else {
+        outputs.emplace_back();
+        like.append(r);
+      }
+    }
+    std::string text;
+    std::string why = without_gil([&] {
+      return graph_.end_capture(sig, tensors, outputs, want_hlo ? &text : nullptr);
+    });
+    if (why.empty()) outputs_[std::string(sig)] = like;
+    return py::make_tuple(why, text);
+  }
+
+ private:
+  // The tensors of `args`, undefined where an argument is a host value.
+  static std::vector<at::Tensor> tensors_of(const py::list& args) {
+    std::vector<at::Tensor> tensors;
+    tensors.reserve(args.size());
+    for (py::handle a : args) {
+      tensors.push_back(THPVariable_Check(a.ptr()) ? THPVariable_Unpack(a.ptr()) : at::Tensor());
+    }
+    return tensors;
+  }
+  // The host values of `args`, by position, type and value.
+  static std::string host_values(const py::list& args) {
+    std::string host;
+    for (size_t i = 0; i < args.size(); ++i) {
+      py::handle a = args[i];
+      if (THPVariable_Check(a.ptr())) continue;
+      host += std::to_string(i) + ":" + std::string(py::str(a.get_type().attr("__name__"))) +
+              "=" + std::string(py::repr(a)) + ";";
+    }
+    return host;
+  }
+
+  aten::CompiledGraph graph_;
+  std::unordered_map<std::string, py::list> outputs_;  // per signature, the non-tensor results
+};
+
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -144,6 +230,14 @@ PYBIND11_MODULE(_C, m) {
       return 0;
     });
   });
+  m.def("_capturing", &engine::capturing);
+  py::class_<PyCompiledGraph>(m, "_CompiledGraph")
+      .def(py::init<>())
+      .def("run", &PyCompiledGraph::run)
+      .def("eager", &PyCompiledGraph::eager)
+      .def("begin_capture", &PyCompiledGraph::begin_capture)
+      .def("abort_capture", &PyCompiledGraph::abort_capture)
+      .def("end_capture", &PyCompiledGraph::end_capture);
   m.def("_memory_stats", &memory_stats);
   m.def("_reset_peak_memory_stats", &engine::reset_peak_storage_bytes);
   m.def("_default_generator", [](int device) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/address_space.h"
+#include "engine/eager.h"
 #include "engine/program.h"
 #include "engine/runtime.h"
 #include "plugin_path.h"
@@ -108,6 +109,51 @@ TEST(ViewWrite, WritesThroughATransposedView) {
   EXPECT_EQ(contents<float>(*s, ElementType::kF32), expected);
 }
 
+class ViewWrite : public ::testing::TestWithParam<Geometry> {};
+
+// Writing 100, 101, ... through the view changes exactly the view's elements, on a storage that
+// has contents and on one that has none (zeros).
+TEST_P(ViewWrite, MatchesAStridedHostWrite) {
+  const Geometry& g = GetParam();
+  for (bool written : {true, false}) {
+    std::vector<float> flat(64);
+    std::iota(flat.begin(), flat.end(), 0.0f);
+    if (!written) std::fill(flat.begin(), flat.end(), 0.0f);
+    std::unique_ptr<StorageHandle> s = storage_with(flat);
+    if (!written) s = std::make_unique<StorageHandle>(0, 64 * sizeof(float));
+    TensorView view{s.get(), ElementType::kF32, g.sizes, g.strides, g.offset};
+    std::vector<float> values(view.numel());
+    std::iota(values.begin(), values.end(), 100.0f);
+    Program p(0);
+    int v = p.argument(Runtime::get().upload(values.data(), ElementType::kF32, g.sizes, 0),
+                       hlo::Shape{ElementType::kF32, g.sizes});
+    p.write(view, v);
+    p.run();
+    std::vector<float> expected = flat;
+    std::vector<int64_t> index(g.sizes.size(), 0);
+    for (int64_t n = 0; n < view.numel(); ++n) {
+      int64_t at = g.offset;
+      for (size_t k = 0; k < index.size(); ++k) at += index[k] * g.strides[k];
+      expected[at] = values[n];
+      for (size_t k = index.size(); k-- > 0;) {
+        if (++index[k] < g.sizes[k]) break;
+        index[k] = 0;
+      }
+    }
+    EXPECT_EQ(contents<float>(*s, ElementType::kF32), expected) << "written " << written;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ViewWrite,
+    ::testing::Values(Geometry{{8, 8}, {1, 8}, 0},           // a permutation of the whole
+                      Geometry{{2, 4, 8}, {8, 16, 1}, 0},    // another one
+                      Geometry{{4, 4}, {1, 4}, 3},           // transposed, offset
+                      Geometry{{3, 2}, {8, 2}, 5},           // strided slice
+                      Geometry{{2, 3, 4}, {1, 8, 2}, 1},     // permuted and strided
+                      Geometry{{4, 3}, {16, 1}, 13},         // rows whose block ends past the end
+                      Geometry{{1, 4, 1}, {99, 1, 7}, 10}));  // size-1 dims with odd strides
+
 TEST(ViewWrite, ContiguousRangeAndUnwrittenStorage) {
   start_runtime();
   StorageHandle s(0, 8 * sizeof(int32_t));
@@ -151,6 +197,56 @@ TEST(Program, SameStructureHitsTheCache) {
   EXPECT_EQ(after.misses - before.misses, 1);
   EXPECT_EQ(after.hits - before.hits, 2);
   EXPECT_EQ(contents<float>(*a, ElementType::kF32), (std::vector<float>{13, 17, 21}));
+}
+
+// Negates `from` into `to` through the eager modes' recording path.
+void record_negate(StorageHandle& from, StorageHandle& to) {
+  Recording r(0);
+  TensorView in{&from, ElementType::kF32, {4}, {1}, 0}, out{&to, ElementType::kF32, {4}, {1}, 0};
+  lowering::Attrs attrs;
+  attrs.set_type("type", ElementType::kF32).set("shape", std::vector<int64_t>{4});
+  r.program().write(out, r.program().apply("neg", {r.program().read(in)}, attrs));
+  r.finish();
+}
+
+TEST(Capture, RecordsOneProgramAndSaysWhatItBoundAndWrote) {
+  auto in = storage_with({1, 2, 3, 4});
+  begin_capture(0);
+  EXPECT_TRUE(capturing());
+  auto made = std::make_unique<StorageHandle>(0, 4 * sizeof(float));
+  EXPECT_GE(made->serial(), capture_serial());
+  EXPECT_LT(in->serial(), capture_serial());
+  record_negate(*in, *made);
+  EXPECT_FALSE(made->buffer());  // recorded, not run
+  std::string broken;
+  std::unique_ptr<Program> program = end_capture(&broken);
+  EXPECT_FALSE(capturing());
+  ASSERT_TRUE(program && broken.empty());
+  Launch launch;
+  program->run(&launch);
+  ASSERT_EQ(launch.argument_storages, std::vector<StorageHandle*>{in.get()});
+  ASSERT_EQ(launch.written, std::vector<StorageHandle*>{made.get()});
+  EXPECT_EQ(contents<float>(*made, ElementType::kF32), (std::vector<float>{-1, -2, -3, -4}));
+  // The executable runs again on other buffers.
+  std::vector<float> other{5, 6, 7, 8};
+  auto buffer = Runtime::get().upload(other.data(), ElementType::kF32, {4}, 0);
+  auto out = launch.executable->execute({buffer->raw()}, Runtime::get().device(0));
+  std::vector<float> host(4);
+  out.at(0)->to_host(host.data(), 4 * sizeof(float));
+  EXPECT_EQ(host, (std::vector<float>{-5, -6, -7, -8}));
+}
+
+TEST(Capture, ASyncPointBreaksItAndTheWorkStillRuns) {
+  auto in = storage_with({1, 2, 3, 4});
+  begin_capture(0);
+  StorageHandle made(0, 4 * sizeof(float));
+  record_negate(*in, made);
+  capture_breaks_because("a read to the host");
+  flush(0);
+  std::string broken;
+  EXPECT_EQ(end_capture(&broken), nullptr);
+  EXPECT_EQ(broken, "a read to the host");
+  EXPECT_EQ(contents<float>(made, ElementType::kF32), (std::vector<float>{-1, -2, -3, -4}));
 }
 
 TEST(AddressSpace, RangesDoNotOverlapAndAreReused) {

@@ -1,0 +1,255 @@
+"""torch.compile(backend="tpu"): results against eager tpu and CPU, replays, training, the compiled
+optimizer, dynamic shapes, graph breaks, eager fallback with a warning, random numbers, input
+mutation and aliasing, the debug dump, and the cache across processes."""
+
+import os
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+
+import torchtpu
+import torchtpu._compile
+
+from conftest import run_python
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def stats_delta(before):
+    now = torchtpu._compile.stats()
+    return {k: now[k] - before[k] for k in now}
+
+
+def no_eager_warning(caught):
+    return [w for w in caught if "runs eagerly" in str(w.message)] == []
+
+
+def test_function_matches_eager_and_cpu_and_replays():
+    def f(x, y):
+        return torch.nn.functional.gelu(x @ y + 1).sum(dim=0) * 2
+
+    x, y = torch.randn(8, 16), torch.randn(16, 4)
+    compiled = torch.compile(f, backend="tpu")
+    before = torchtpu._compile.stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [compiled(x.to("tpu"), y.to("tpu")) for _ in range(3)]
+    assert no_eager_warning(caught)
+    d = stats_delta(before)
+    assert d["compiled_captures"] == 1 and d["compiled_replays"] == 2
+    assert d["compiled_eager_runs"] == 0
+    for out in outs:
+        assert out.device.type == "tpu"
+        torch.testing.assert_close(out.cpu(), f(x, y))
+        torch.testing.assert_close(out.cpu(), f(x.to("tpu"), y.to("tpu")).cpu())
+
+
+def test_module_training_gradients_match_cpu():
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
+                              torch.nn.Linear(32, 3))
+    tpu = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
+                              torch.nn.Linear(32, 3))
+    tpu.load_state_dict(cpu.state_dict())
+    tpu.to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    for step in range(3):
+        x, target = torch.randn(5, 12), torch.randint(0, 3, (5,))
+        loss_cpu = torch.nn.functional.cross_entropy(cpu(x), target)
+        loss_cpu.backward()
+        loss = torch.nn.functional.cross_entropy(compiled(x.to("tpu")), target.to("tpu"))
+        loss.backward()
+        torch.testing.assert_close(loss.cpu(), loss_cpu)
+        for p, q in zip(tpu.parameters(), cpu.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+    assert torchtpu._compile.stats()["compiled_replays"] > 0
+
+
+def test_compiled_optimizer_step_matches_eager():
+    torch.manual_seed(0)
+    params = [torch.randn(6, 4), torch.randn(4)]
+    grads = [torch.randn(6, 4), torch.randn(4)]
+    ref = [p.clone().requires_grad_() for p in params]
+    dev = [p.to("tpu").requires_grad_() for p in params]
+    opt_ref = torch.optim.AdamW(ref, lr=0.1, weight_decay=0.1)
+    opt = torch.optim.AdamW(dev, lr=0.1, weight_decay=0.1, capturable=True)
+
+    @torch.compile(backend="tpu")
+    def step():
+        opt.step()
+
+    before = torchtpu._compile.stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            for p, q, g in zip(ref, dev, grads):
+                p.grad, q.grad = g.clone(), g.to("tpu")
+            opt_ref.step()
+            step()
+    assert no_eager_warning(caught)
+    assert stats_delta(before)["compiled_replays"] >= 2
+    for p, q in zip(ref, dev):
+        # capturable=True computes the bias corrections on the device, in another order
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_shapes_specialize_per_concrete_shape():
+    def f(x):
+        return (x * 2).softmax(dim=-1).sum(dim=0)
+
+    compiled = torch.compile(f, backend="tpu")
+    before = torchtpu._compile.stats()
+    for n in (3, 5, 7, 5, 3):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))
+    d = stats_delta(before)
+    # Dynamo hands over a static graph for the first shape and one symbolic graph after the
+    # second; that one captures each concrete shape once (5, 7, then 3) and replays 5.
+    assert d["compiled_graphs"] == 2
+    assert d["compiled_captures"] == 4
+    assert d["compiled_replays"] == 1
+    assert d["compiled_eager_runs"] == 0
+
+
+def test_graph_break_runs_both_graphs():
+    def f(x):
+        y = x.sin() * 3
+        print("graph break")
+        return y.cos() + 1
+
+    x = torch.randn(10)
+    torch.testing.assert_close(torch.compile(f, backend="tpu")(x.to("tpu")).cpu(), f(x))
+
+
+def test_unsupported_op_falls_back_to_eager_with_warning():
+    def f(x):
+        return (x + 1).median() * 2  # median runs on the CPU fallback
+
+    x = torch.randn(9)
+    compiled = torch.compile(f, backend="tpu")
+    with pytest.warns(UserWarning, match="runs eagerly.*median"):
+        out = compiled(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x))
+    torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))  # and eagerly again
+
+
+def test_cpu_input_runs_eagerly_with_warning():
+    def f(x, s):
+        return x * s
+
+    x, s = torch.randn(4), torch.tensor(3.0)
+    with pytest.warns(UserWarning, match="not a tpu tensor"):
+        out = torch.compile(f, backend="tpu")(x.to("tpu"), s)
+    torch.testing.assert_close(out.cpu(), f(x, s))
+
+
+def test_random_numbers_advance_on_replay_and_follow_the_seed():
+    def f(x):
+        return torch.nn.functional.dropout(x, p=0.5, training=True) + torch.rand_like(x)
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.ones(64, device="tpu")
+    torch.manual_seed(7)
+    first = [compiled(x).cpu() for _ in range(3)]
+    torch.manual_seed(7)
+    second = [compiled(x).cpu() for _ in range(3)]
+    assert torchtpu._compile.stats()["compiled_replays"] >= 4
+    for a, b in zip(first, second):
+        torch.testing.assert_close(a, b)
+    assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])
+    kept = (first[0] >= 1).float().mean().item()  # dropout kept about half (and scaled by 2)
+    assert 0.2 < kept < 0.8
+
+
+def test_input_mutation_and_aliased_outputs():
+    def f(x, y):
+        x.add_(1)
+        return x.t(), y[1:], x * y
+
+    compiled = torch.compile(f, backend="tpu")
+    for _ in range(3):
+        x, y = torch.randn(3, 3), torch.randn(3, 3)
+        xt, yt = x.to("tpu"), y.to("tpu")
+        a, b, c = compiled(xt, yt)
+        ea, eb, ec = f(x, y)
+        torch.testing.assert_close(xt.cpu(), x)  # mutated in place
+        torch.testing.assert_close(a.cpu(), ea)
+        torch.testing.assert_close(b.cpu(), eb)
+        torch.testing.assert_close(c.cpu(), ec)
+        yt.mul_(0)
+        assert b.cpu().abs().sum().item() == 0  # b is still a view of y
+
+
+def test_inference_with_no_grad_and_batch_norm_running_stats():
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    tpu = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    tpu.load_state_dict(cpu.state_dict())
+    tpu.to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 3, 8, 8)
+            torch.testing.assert_close(compiled(x.to("tpu")).cpu(), cpu(x), rtol=1e-4,
+                                       atol=1e-5)
+    torch.testing.assert_close(tpu[1].running_mean.cpu(), cpu[1].running_mean)
+    torch.testing.assert_close(tpu[1].running_var.cpu(), cpu[1].running_var)
+
+
+@pytest.mark.parametrize("mode", ["defer_and_fuse", "debug"])
+def test_compiled_in_other_eager_modes(mode):
+    def f(x):
+        return (x.exp() - 1).sum()
+
+    x = torch.randn(16)
+    with torchtpu.eager_mode(mode):
+        compiled = torch.compile(f, backend="tpu")
+        pre = x.to("tpu") * 1  # pending under defer_and_fuse
+        outs = [compiled(pre).item() for _ in range(3)]
+    for out in outs:
+        assert out == pytest.approx(f(x).item(), rel=1e-5)
+
+
+def test_compile_debug_writes_fx_and_stablehlo(tmp_path):
+    result = run_python(f"""
+        import torch, torchtpu
+        f = torch.compile(lambda x: (x * 2).relu().sum(), backend="tpu")
+        print(f(torch.ones(4, device="tpu")).item())
+    """, TORCHTPU_COMPILE_DEBUG="1", TORCHTPU_COMPILE_DEBUG_DIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("8.0")
+    names = sorted(os.listdir(tmp_path))
+    fx = [n for n in names if n.endswith(".fx.py")]
+    hlo = [n for n in names if n.endswith(".stablehlo.mlir")]
+    assert fx and hlo, names
+    assert "torch.ops.aten" in (tmp_path / fx[0]).read_text()
+    assert "func.func" in (tmp_path / hlo[0]).read_text()
+
+
+def test_second_process_loads_compiled_programs_from_disk(tmp_path):
+    code = """
+        import torch, torchtpu
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).to("tpu")
+        f = torch.compile(m, backend="tpu")
+        loss = f(torch.ones(2, 8, device="tpu")).sum()
+        loss.backward()
+        loss.item()
+        m = torchtpu.metrics()
+        print(m["executables_compiled"], m["executables_loaded_from_disk"])
+    """
+    env = {"TORCHTPU_CACHE_DIR": str(tmp_path)}
+    first = run_python(code, **env)
+    assert first.returncode == 0, first.stderr
+    compiled, loaded = map(int, first.stdout.split()[-2:])
+    assert compiled > 0 and loaded == 0
+    second = run_python(code, **env)
+    assert second.returncode == 0, second.stderr
+    compiled, loaded = map(int, second.stdout.split()[-2:])
+    assert compiled == 0 and loaded > 0
