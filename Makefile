@@ -48,6 +48,7 @@ bench: build
 	$(PY) benchmarks/op_overhead.py
 	$(PY) benchmarks/eager_step.py
 	$(PY) benchmarks/eager_modes.py
+	$(PY) benchmarks/compile.py
 
 clean:
 	rm -rf build torchtpu/*.so

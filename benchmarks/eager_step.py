@@ -16,21 +16,19 @@ import torch
 import torchtpu
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from train_gpt import GPT, batches, load_text  # noqa: E402
+from train_gpt import GPT, batches, load_text, training_step  # noqa: E402
 
 
-def step_times(device, steps, warmup, compiled_after=None):
+def step_times(device, steps, warmup, compiled_after=None, compile=False):
+    """Median seconds of a training step (after `warmup` steps), with torch.compile if asked."""
     data, vocab = load_text()
     torch.manual_seed(0)
     model = GPT(vocab, 64).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    step_fn = training_step(model, device, compile=compile)
     times = []
     for step, (x, y) in zip(range(warmup + steps), batches(data, 64, 16, 0)):
         start = time.perf_counter()
-        loss = model(x.to(device), y.to(device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss = step_fn(x.to(device), y.to(device))
         loss.item()  # waits for the step
         if step >= warmup:
             times.append(time.perf_counter() - start)

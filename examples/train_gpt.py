@@ -83,6 +83,34 @@ def batches(data, block, batch, seed):
         yield x, y
 
 
+def training_step(model: nn.Module, device: str, lr: float = 3e-3, compile: bool = False):
+    """One step of training as a function of a batch: forward, backward and AdamW; returns the
+    loss. With `compile`, the model and the optimizer step go through torch.compile (backend
+    "tpu" on tpu, inductor elsewhere), the optimizer keeping its step counts on the device
+    (capturable=True) so that its whole update is one compiled program."""
+    capturable = compile and device.startswith("tpu")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1,
+                                  capturable=capturable)
+    forward = model
+
+    def update():
+        optimizer.step()
+
+    if compile:
+        backend = "tpu" if device.startswith("tpu") else "inductor"
+        forward = torch.compile(model, backend=backend)
+        update = torch.compile(update, backend=backend)
+
+    def step(x, y):
+        loss = forward(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        update()
+        return loss
+
+    return step
+
+
 def train(device: str, steps: int, batch: int = 16, block: int = 64, width: int = 128,
           layers: int = 4, dropout: float = 0.0, lr: float = 3e-3, seed: int = 0,
           progress: bool = True, compile: bool = False):
@@ -90,18 +118,11 @@ def train(device: str, steps: int, batch: int = 16, block: int = 64, width: int 
     data, vocab = load_text()
     torch.manual_seed(seed)
     model = GPT(vocab, block, width, layers, dropout=dropout).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
-    step_fn = model
-    if compile:
-        step_fn = torch.compile(model, backend="tpu" if device.startswith("tpu") else "inductor")
+    step_fn = training_step(model, device, lr, compile)
     losses = []
     start = time.perf_counter()
     for step, (x, y) in zip(range(steps), batches(data, block, batch, seed)):
-        x, y = x.to(device), y.to(device)
-        loss = step_fn(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss = step_fn(x.to(device), y.to(device))
         losses.append(loss.item())
         if progress:
             elapsed = time.perf_counter() - start
@@ -142,6 +163,9 @@ def main():
         print(f"executables compiled {m['executables_compiled']}, loaded from the disk cache "
               f"{m['executables_loaded_from_disk']}, cpu fallback calls "
               f"{m['cpu_fallback_calls']}: {sorted(m['cpu_fallbacks'])}")
+        if args.compile:
+            print(f"compiled graphs {m['compiled_graphs']}, captures {m['compiled_captures']}, "
+                  f"replays {m['compiled_replays']}, eager runs {m['compiled_eager_runs']}")
     if args.losses_out:
         with open(args.losses_out, "w") as f:
             json.dump(losses, f)

@@ -26,7 +26,7 @@ if torch._C._get_privateuse1_backend_name() != "tpu":
 
 from . import _C, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
 from . import _compile_cache as _cache  # noqa: E402
-from . import device_module  # noqa: E402
+from . import _compile, device_module  # noqa: E402
 
 _choice = _plugins.choose()
 try:
@@ -49,9 +49,10 @@ if not hasattr(torch, "tpu"):
 
 
 def metrics() -> dict:
-    """Counters of this process: executables compiled, cache hits/misses, compile seconds, and
-    the ops that fell back to the CPU (with their call counts)."""
-    return dict(_C._metrics())
+    """Counters of this process: executables compiled, cache hits/misses, compile seconds,
+    deferred flushes, torch.compile graphs/captures/replays/eager runs, and the ops that fell
+    back to the CPU (with their call counts)."""
+    return {**_C._metrics(), **_compile.stats()}
 
 
 def plugin() -> dict:

@@ -1,5 +1,5 @@
-"""examples/train_gpt.py on "tpu" (no CPU fallback allowed), in each eager mode, against the same
-run on CPU."""
+"""examples/train_gpt.py on "tpu" (no CPU fallback allowed), in each eager mode and with
+--compile (torch.compile, backend "tpu"), against the same run on CPU in eager mode."""
 
 import json
 import os
@@ -16,13 +16,17 @@ STEPS = int(os.environ.get("TORCHTPU_TRAIN_STEPS", "200"))
 
 def losses(tmp_path, device, mode="strict"):
     out = tmp_path / f"{device}-{mode}.json"
-    env = dict(os.environ, TORCHTPU_CPU_FALLBACK="error", TORCHTPU_EAGER_MODE=mode)
+    compile = mode == "compile"
+    env = dict(os.environ, TORCHTPU_CPU_FALLBACK="error",
+               TORCHTPU_EAGER_MODE="strict" if compile else mode)
     r = subprocess.run([sys.executable, SCRIPT, "--device", device, "--steps", str(STEPS),
-                        "--dropout", "0", "--losses-out", str(out)],
+                        "--dropout", "0", "--losses-out", str(out)] + ["--compile"] * compile,
                        env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     if device == "tpu":
         assert "cpu fallback calls 0" in r.stdout, r.stdout
+    if compile:  # every step replayed its captured programs: none ran eagerly
+        assert "eager runs 0" in r.stdout and "replays 0" not in r.stdout, r.stdout
     return json.loads(out.read_text())
 
 
@@ -31,7 +35,7 @@ def cpu(tmp_path_factory):
     return losses(tmp_path_factory.mktemp("cpu"), "cpu")
 
 
-@pytest.fixture(scope="module", params=["strict", "debug", "defer_and_fuse"])
+@pytest.fixture(scope="module", params=["strict", "debug", "defer_and_fuse", "compile"])
 def tpu(request, tmp_path_factory):
     return losses(tmp_path_factory.mktemp(request.param), "tpu", request.param)
 

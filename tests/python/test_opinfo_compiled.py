@@ -1,0 +1,89 @@
+"""A CI-sized subset of PyTorch's OpInfo database under torch.compile(backend="tpu"): each op's
+first float32 samples, compiled, against the CPU (eager) and against eager "tpu", forward and
+gradients. Each sample is called twice: the first call captures the graph's program, the second
+must replay it (no graph may run eagerly).
+
+    TORCHTPU_OPINFO_SAMPLES=k   at most k samples per op (default 3)
+"""
+
+import itertools
+import os
+
+import pytest
+import torch
+import torch._dynamo
+from torch.utils._pytree import tree_flatten, tree_map
+
+import torchtpu
+import test_opinfo as base
+
+pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
+
+# By OpInfo key (name.variant).
+OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "clamp", "cumsum",
+       "div.no_rounding_mode", "div.floor_rounding", "eq",
+       "exp", "flip", "gather", "index_select", "log", "log_softmax", "logsumexp",
+       "masked_fill", "matmul", "maximum", "mean", "mm", "mul", "nn.functional.avg_pool2d",
+       "nn.functional.conv2d", "nn.functional.cross_entropy", "nn.functional.embedding",
+       "nn.functional.gelu", "nn.functional.layer_norm", "nn.functional.max_pool2d",
+       "nn.functional.mse_loss", "nn.functional.pad.constant", "nn.functional.relu",
+       "nn.functional.silu", "permute", "pow", "reshape", "roll", "scatter_add", "sigmoid",
+       "sin", "softmax", "sort", "split", "stack", "std", "sub", "sum", "tanh", "topk",
+       "transpose", "tril", "var", "where"]
+
+MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
+
+
+def _cases():
+    by_key = {base._key(op): op for op in base._load_op_db()}
+    for key in OPS:
+        yield pytest.param(by_key[key], id=key)
+
+
+def _check(op, sample):
+    tol = {}
+    if base._key(op) in base.TOLERANCES:
+        rtol, atol, _ = base.TOLERANCES[base._key(op)]
+        tol = {"rtol": rtol, "atol": atol}
+    grad = op.supports_autograd
+    cpu = (tree_map(base._clone, sample.input), tree_map(base._clone, sample.args),
+           tree_map(base._clone, sample.kwargs))
+    expected = op(cpu[0], *cpu[1], **cpu[2])
+    eager = (tree_map(base._to_tpu, sample.input), tree_map(base._to_tpu, sample.args),
+             base._tpu_kwargs(sample.kwargs))
+    eager_out = tree_map(base._to_cpu, op(eager[0], *eager[1], **eager[2]))
+    compiled = torch.compile(lambda inp, *args, **kwargs: op(inp, *args, **kwargs),
+                             backend="tpu")
+    before = torchtpu._compile.stats()
+    for call in range(2):
+        dev = (tree_map(base._to_tpu, sample.input), tree_map(base._to_tpu, sample.args),
+               base._tpu_kwargs(sample.kwargs))
+        got = compiled(dev[0], *dev[1], **dev[2])
+        base._compare(got, expected, f"compiled output (call {call + 1})", tol, on_tpu=True)
+        base._compare(got, eager_out, f"compiled vs eager tpu (call {call + 1})", tol)
+        if not grad:
+            continue
+        outs, exp_outs = base._float_outputs(got), base._float_outputs(expected)
+        if not outs:
+            continue
+        sum(o.sum() for o in outs).backward()
+        if call == 0:
+            sum(o.sum() for o in exp_outs).backward()
+        for n, (g, e) in enumerate(zip(base._inputs(*dev), base._inputs(*cpu), strict=True)):
+            if e.requires_grad:
+                base._compare(g.grad, e.grad, f"compiled grad of input {n}", tol)
+    after = torchtpu._compile.stats()
+    assert after["compiled_eager_runs"] == before["compiled_eager_runs"], "a graph ran eagerly"
+    assert after["compiled_replays"] > before["compiled_replays"], "the second call did not replay"
+
+
+@pytest.mark.parametrize("op", list(_cases()))
+def test_compiled_op(op):
+    torch._dynamo.reset()  # one lambda's code object serves every op: start each from scratch
+    samples = itertools.islice(op.sample_inputs("cpu", torch.float32,
+                                                requires_grad=op.supports_autograd),
+                               MAX_SAMPLES)
+    for sample in samples:
+        if not tree_flatten((sample.input, sample.args, sample.kwargs))[0]:
+            continue
+        _check(op, sample)
