@@ -169,6 +169,9 @@ std::string CompiledGraph::end_capture(const std::string& signature,
 
 std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs) const {
   settle(inputs, device_);
+  for (const Argument& a : arguments_) {
+    if (a.storage != nullptr && a.storage->pending() != nullptr) engine::flush(device_);
+  }
   engine::Runtime& runtime = engine::Runtime::get();
   std::vector<c10::Storage> made;
   made.reserve(made_nbytes_.size());

@@ -22,9 +22,17 @@ size_t max_pending_nodes() {
   return bound;
 }
 
+// Shorter programs are not watched for repeats: a few ops that happen to open a longer sequence
+// must not cut it.
+constexpr size_t kMinRepeatNodes = 64;
+
 struct Pending {
   std::recursive_mutex mutex;
   std::unique_ptr<Program> program;
+  // The structure of the last program run, to notice when the ops being recorded repeat it (a
+  // training loop's step): that is a sync point too, so each step runs as the same program.
+  std::string last_fingerprint;
+  size_t last_size = 0;
 };
 
 std::mutex table_mutex;
@@ -40,7 +48,7 @@ Pending& pending(int device) {
   return *slot;
 }
 
-std::atomic<int64_t> flushes{0}, flushed_nodes{0};
+std::atomic<int64_t> flushes{0}, flushed_nodes{0}, fused_hits{0}, fused_misses{0}, repeats{0};
 
 std::atomic<int> capture_device{-1};
 std::atomic<bool> capture_broken{false};
@@ -54,7 +62,10 @@ void run_pending(Pending& p) {
   if (capture_device.load() == program->device()) capture_broken = true;
   ++flushes;
   flushed_nodes += static_cast<int64_t>(program->size());
+  p.last_fingerprint = program->fingerprint().bytes();
+  p.last_size = program->size();
   program->run();
+  ++(program->cache_hit() ? fused_hits : fused_misses);
 }
 
 }  // namespace
@@ -124,7 +135,10 @@ std::unique_ptr<Program> end_capture(std::string* broken) {
   return program;
 }
 
-DeferStats defer_stats() { return {flushes.load(), flushed_nodes.load()}; }
+DeferStats defer_stats() {
+  return {flushes.load(), flushed_nodes.load(), fused_hits.load(), fused_misses.load(),
+          repeats.load()};
+}
 
 void forget_storage(Program* program, StorageHandle* storage) {
   Pending& p = pending(program->device());
@@ -154,7 +168,14 @@ void Recording::finish() {
     return;
   }
   Pending& p = pending(device_);
-  if (p.program && p.program->size() > max_pending_nodes() && !capturing()) run_pending(p);
+  if (!p.program || capturing()) return;
+  if (p.program->size() == p.last_size && p.last_size >= kMinRepeatNodes &&
+      p.program->fingerprint().bytes() == p.last_fingerprint) {
+    ++repeats;
+    run_pending(p);
+  } else if (p.program->size() > max_pending_nodes()) {
+    run_pending(p);
+  }
 }
 
 }  // namespace torchtpu::engine

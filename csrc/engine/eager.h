@@ -42,7 +42,10 @@ uint64_t capture_serial();
 
 struct DeferStats {
   int64_t flushes = 0;
-  int64_t nodes = 0;  // nodes in all flushed programs
+  int64_t nodes = 0;        // nodes in all flushed programs
+  int64_t cache_hits = 0;   // flushed programs whose executable was in the cache
+  int64_t cache_misses = 0;
+  int64_t repeats = 0;      // flushes because the ops recorded repeated the last flushed program
 };
 DeferStats defer_stats();
 

@@ -6,10 +6,11 @@ namespace torchtpu::engine {
 
 std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
     const hlo::Fingerprint& key, const std::function<std::string()>& emit,
-    const pjrt::Client& client) {
+    const pjrt::Client& client, bool* hit) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = executables_.find(key);
+    if (hit != nullptr) *hit = it != executables_.end();
     if (it != executables_.end()) {
       ++stats_.hits;
       return it->second;

@@ -25,10 +25,11 @@ struct CacheStats {
 
 class ExecutableCache {
  public:
-  // `emit` produces the StableHLO text; it runs only on a miss.
+  // `emit` produces the StableHLO text; it runs only on a miss. `hit`, when given, says which.
   std::shared_ptr<pjrt::Executable> get_or_compile(const hlo::Fingerprint& key,
                                                    const std::function<std::string()>& emit,
-                                                   const pjrt::Client& client);
+                                                   const pjrt::Client& client,
+                                                   bool* hit = nullptr);
   CacheStats stats() const;
   void clear();
   // Misses look in (and fill) this disk cache; null turns tier 2 off.

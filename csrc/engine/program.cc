@@ -203,7 +203,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   std::shared_ptr<pjrt::Executable> exe;
   try {
     exe = runtime.executables().get_or_compile(
-        fingerprint_, [this] { return hlo_text(); }, runtime.client());
+        fingerprint_, [this] { return hlo_text(); }, runtime.client(), &cache_hit_);
   } catch (const pjrt::Error& e) {
     // A program torchtpu built and the plugin refused: say which ops it held.
     static const bool show_text = std::getenv("TORCHTPU_DEBUG_HLO") != nullptr;

@@ -81,6 +81,8 @@ class Program {
   // A storage that died before the program ran: its contents are no longer an output.
   void forget(StorageHandle* storage);
   size_t size() const { return nodes_.size(); }
+  // Whether the last run found its executable in the cache.
+  bool cache_hit() const { return cache_hit_; }
 
   const hlo::Fingerprint& fingerprint() const { return fingerprint_; }
   std::string hlo_text() const;
@@ -115,6 +117,7 @@ class Program {
   std::vector<StorageState> storages_;
   std::vector<int> results_;
   hlo::Fingerprint fingerprint_;
+  bool cache_hit_ = false;
 };
 
 }  // namespace torchtpu::engine

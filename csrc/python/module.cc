@@ -79,6 +79,9 @@ py::dict metrics() {
   engine::DeferStats defer = engine::defer_stats();
   m["deferred_flushes"] = defer.flushes;
   m["deferred_nodes"] = defer.nodes;
+  m["deferred_cache_hits"] = defer.cache_hits;
+  m["deferred_cache_misses"] = defer.cache_misses;
+  m["deferred_repeat_flushes"] = defer.repeats;
   py::dict fallbacks;
   int64_t total = 0;
   for (const auto& [op, count] : aten::cpu_fallback_counts()) {

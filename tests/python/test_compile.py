@@ -253,3 +253,22 @@ def test_second_process_loads_compiled_programs_from_disk(tmp_path):
     assert second.returncode == 0, second.stderr
     compiled, loaded = map(int, second.stdout.split()[-2:])
     assert compiled == 0 and loaded > 0
+
+
+def test_replay_after_deferred_draws_keeps_the_random_stream():
+    compiled = torch.compile(lambda x: x + torch.rand_like(x), backend="tpu")
+    x = torch.zeros(8, device="tpu")
+    compiled(x)  # captured
+
+    def draws(mode):
+        with torchtpu.eager_mode(mode):
+            torch.manual_seed(3)
+            a = torch.rand(8, device="tpu")  # pending under defer_and_fuse
+            b = compiled(x)                  # a replay: must see the state after a's draw
+            c = torch.rand(8, device="tpu")
+            return [t.cpu() for t in (a, b, c)]
+
+    strict, deferred = draws("strict"), draws("defer_and_fuse")
+    for s, d in zip(strict, deferred):
+        assert torch.equal(s, d)
+    assert not torch.equal(strict[0], strict[1]) and not torch.equal(strict[1], strict[2])

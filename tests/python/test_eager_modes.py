@@ -108,11 +108,52 @@ def test_a_repeated_step_hits_the_fused_program_cache():
             return ((x @ x).relu() + 1).sum().item()
         step()
         compiled = metrics()["executable_cache_misses"]
-        hits = metrics()["executable_cache_hits"]
+        before = metrics()
         for _ in range(3):
             step()
-        assert metrics()["executable_cache_misses"] == compiled
-        assert metrics()["executable_cache_hits"] >= hits + 3
+        after = metrics()
+        assert after["executable_cache_misses"] == compiled
+        assert after["executable_cache_hits"] >= before["executable_cache_hits"] + 3
+        # the fused programs' own counts, apart from the small programs .item() runs
+        assert after["deferred_cache_hits"] == before["deferred_cache_hits"] + 3
+        assert after["deferred_cache_misses"] == before["deferred_cache_misses"]
+
+
+def test_a_repeated_op_sequence_is_a_sync_point():
+    """A loop that reads a value only at its first step still runs one program per step: the ops
+    recorded repeating the last program run is a sync point."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.2),
+                                torch.nn.Linear(16, 1)).to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8).to("tpu")
+    with torchtpu.eager_mode("defer_and_fuse"):
+        before = metrics()
+        losses = []
+        for step in range(5):
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+            if step == 0:
+                losses[0].item()
+        after = metrics()
+    assert after["deferred_repeat_flushes"] - before["deferred_repeat_flushes"] == 4
+    assert after["deferred_flushes"] - before["deferred_flushes"] == 5
+    assert after["deferred_cache_hits"] - before["deferred_cache_hits"] == 4
+    assert losses[-1].item() < losses[0].item()
+
+
+def test_random_ops_are_deferred_with_the_rest():
+    x = torch.ones(64, device="tpu")
+    with torchtpu.eager_mode("defer_and_fuse"):
+        before = metrics()["deferred_flushes"]
+        y = torch.nn.functional.dropout(x * 2, 0.5) + torch.rand(64, device="tpu")
+        z = torch.randn(64, device="tpu") * y
+        assert metrics()["deferred_flushes"] == before  # nothing ran yet
+        z.sum().item()
+        assert metrics()["deferred_flushes"] == before + 1
 
 
 def test_dead_intermediates_are_never_materialized():
