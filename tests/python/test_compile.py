@@ -272,3 +272,23 @@ def test_replay_after_deferred_draws_keeps_the_random_stream():
     for s, d in zip(strict, deferred):
         assert torch.equal(s, d)
     assert not torch.equal(strict[0], strict[1]) and not torch.equal(strict[1], strict[2])
+
+
+def test_optimizer_with_step_counts_on_the_cpu_runs_eagerly_and_right():
+    params = [torch.randn(5)]
+    grad = torch.randn(5)
+    ref = [params[0].clone().requires_grad_()]
+    dev = [params[0].to("tpu").requires_grad_()]
+    opt_ref, opt = torch.optim.Adam(ref, lr=0.1), torch.optim.Adam(dev, lr=0.1)
+
+    @torch.compile(backend="tpu")
+    def step():
+        opt.step()
+
+    with pytest.warns(UserWarning, match="capturable=True"):
+        for _ in range(3):
+            ref[0].grad, dev[0].grad = grad.clone(), grad.to("tpu")
+            opt_ref.step()
+            step()
+    # the graph computes the bias corrections as float32 tensors, eager Adam as Python floats
+    torch.testing.assert_close(dev[0].detach().cpu(), ref[0].detach(), rtol=1e-4, atol=1e-5)
