@@ -66,6 +66,8 @@ Program::StorageState& Program::state_of(StorageHandle* storage) {
   StorageState s{storage, -1, storage->type()};
   if (deferred_) storage->set_pending(this);
   if (storage->buffer()) {
+    s.argument = static_cast<int>(arguments_.size());
+    s.read_type = storage->type();
     s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}},
                              storage);
   }
@@ -165,7 +167,7 @@ std::string Program::hlo_text() const {
     if (s.written && s.storage != nullptr) outputs.push_back(values[s.current]);
   }
   for (int r : results_) outputs.push_back(values[r]);
-  return b.module(outputs);
+  return b.module(outputs, donated_);
 }
 
 std::string Program::debug_string() const {
@@ -188,11 +190,21 @@ std::string Program::debug_string() const {
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   size_t written = 0;
+  donated_.clear();
   for (const StorageState& s : storages_) {
     if (s.written && s.storage != nullptr) {
-      ++written;
       fingerprint_.add(int64_t{-3});
       fingerprint_.add(int64_t{s.current});
+      // Donated: the storage's own old buffer, held by nothing but the storage and this
+      // program, of the same element type (so of the same shape) as its new contents.
+      if (launch == nullptr && s.argument >= 0 && s.read_type == s.type &&
+          arguments_[s.argument] == s.storage->buffer() &&
+          arguments_[s.argument].use_count() == 2) {
+        donated_.emplace_back(s.argument, static_cast<int>(written));
+        fingerprint_.add(int64_t{-4});
+        fingerprint_.add(int64_t{s.argument});
+      }
+      ++written;
     }
   }
   if (written == 0 && results_.empty()) {

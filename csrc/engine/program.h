@@ -71,7 +71,9 @@ class Program {
 
   // Compiles (or fetches) and launches the program; written storages get their new buffers.
   // Returns the buffers asked for with result(), in order. Does not wait. With `launch`, also
-  // says what the run bound and wrote.
+  // says what the run bound and wrote. A storage it rewrites whose old buffer nothing else holds
+  // donates that buffer to its new contents (without `launch`: a launch to be replayed binds
+  // other buffers).
   std::vector<std::shared_ptr<pjrt::Buffer>> run(Launch* launch = nullptr);
 
   // Lowers one op on operands of these shapes by itself, so a rule's refusal surfaces when the
@@ -102,6 +104,8 @@ class Program {
     int current;  // value holding its contents, -1 while it has none
     hlo::ElementType type;
     bool written = false;
+    int argument = -1;                          // its contents as an argument, if it had any
+    hlo::ElementType read_type = hlo::ElementType::kU8;  // that argument's element type
   };
 
   StorageState& state_of(StorageHandle* storage);
@@ -118,6 +122,8 @@ class Program {
   std::vector<int> results_;
   hlo::Fingerprint fingerprint_;
   bool cache_hit_ = false;
+  // (argument, output) pairs whose output reuses the argument's buffer (see run()).
+  std::vector<std::pair<int, int>> donated_;
 };
 
 }  // namespace torchtpu::engine

@@ -133,10 +133,16 @@ Value FunctionBuilder::constant(const Shape& shape, const std::string& dense_lit
             "value = dense<" + dense_literal + "> : " + shape.mlir());
 }
 
-std::string FunctionBuilder::module(const std::vector<Value>& results) const {
+std::string FunctionBuilder::module(const std::vector<Value>& results,
+                                    const std::vector<std::pair<int, int>>& donated) const {
   std::string s = "module @torchtpu {\n  func.func public @main(";
   for (size_t i = 0; i < parameters_.size(); ++i) {
     s += (i ? ", " : "") + std::string("%arg") + std::to_string(i) + ": " + parameters_[i].mlir();
+    for (const auto& [parameter, result] : donated) {
+      if (parameter == static_cast<int>(i)) {
+        s += " {tf.aliasing_output = " + std::to_string(result) + " : i32}";
+      }
+    }
   }
   s += ") -> (" + type_list(results) + ") {\n" + body_;
   s += "    \"func.return\"(" + name_list(results) + ") : (" + type_list(results) + ") -> ()\n";

@@ -33,8 +33,11 @@ class FunctionBuilder {
                                     const std::string& attributes = "");
   Value constant(const Shape& shape, const std::string& dense_literal);
 
-  // The whole module, with `results` returned from @main in order.
-  std::string module(const std::vector<Value>& results) const;
+  // The whole module, with `results` returned from @main in order. Each (parameter, result) of
+  // `donated` lets the result reuse the parameter's buffer (tf.aliasing_output): the argument
+  // passed there is consumed by the run.
+  std::string module(const std::vector<Value>& results,
+                     const std::vector<std::pair<int, int>>& donated = {}) const;
 
   // Attribute spellings.
   static std::string i64_array(const std::vector<int64_t>& values);  // array<i64: 1, 2>

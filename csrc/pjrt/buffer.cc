@@ -47,6 +47,13 @@ void Buffer::await_ready() const {
   Event(plugin_, args.event).await();
 }
 
+bool Buffer::is_deleted() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_IsDeleted_Args, args);
+  args.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_IsDeleted, &args);
+  return args.is_deleted;
+}
+
 std::unique_ptr<Buffer> Buffer::copy_to(const Device& device) const {
   TORCHTPU_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args, args);
   args.buffer = buffer_;

@@ -28,6 +28,8 @@ class Buffer {
   void to_host(void* dst, size_t dst_size) const;
   // Waits until the computation producing this buffer has finished (rethrowing its error).
   void await_ready() const;
+  // Whether the buffer was deleted, as a donated input of an execution is.
+  bool is_deleted() const;
   std::unique_ptr<Buffer> copy_to(const Device& device) const;
 
  private:

@@ -249,6 +249,38 @@ TEST(Capture, ASyncPointBreaksItAndTheWorkStillRuns) {
   EXPECT_EQ(contents<float>(made, ElementType::kF32), (std::vector<float>{-1, -2, -3, -4}));
 }
 
+// Records and runs s = -s (a 4-float storage) in `p`.
+void negate_in_place(Program& p, StorageHandle& s) {
+  lowering::Attrs attrs;
+  attrs.set_type("type", ElementType::kF32).set("shape", std::vector<int64_t>{4});
+  TensorView v{&s, ElementType::kF32, {4}, {1}, 0};
+  p.write(v, p.apply("neg", {p.read(v)}, attrs));
+  p.run();
+}
+
+TEST(Donation, ARewrittenStoragesOnlyBufferIsReusedAndASharedOneIsNot) {
+  auto s = storage_with({1, 2, 3, 4});
+  std::weak_ptr<pjrt::Buffer> old = s->buffer();
+  {
+    Program p(0);
+    negate_in_place(p, *s);
+    ASSERT_FALSE(old.expired());  // the program still holds its arguments
+    EXPECT_TRUE(old.lock()->is_deleted());
+  }
+  EXPECT_EQ(contents<float>(*s, ElementType::kF32), (std::vector<float>{-1, -2, -3, -4}));
+
+  std::shared_ptr<pjrt::Buffer> kept = s->buffer();  // another holder: no donation
+  {
+    Program p(0);
+    negate_in_place(p, *s);
+  }
+  EXPECT_FALSE(kept->is_deleted());
+  std::vector<float> host(4);
+  kept->to_host(host.data(), host.size() * sizeof(float));
+  EXPECT_EQ(host, (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(contents<float>(*s, ElementType::kF32), (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST(AddressSpace, RangesDoNotOverlapAndAreReused) {
   void* a = reserve_address_range(100);
   void* b = reserve_address_range(100);
