@@ -69,8 +69,7 @@ class _Graph:
             if signature is not None and not self.programs.eager(signature):
                 return self._capture(args, signature)
             if signature is None:
-                self._warn("an input is not a tpu tensor (for an optimizer, construct it with "
-                           "capturable=True so its step counts live on the device)")
+                self._warn(_off_device(args))
         _stats["compiled_eager_runs"] += 1
         return list(self.gm(*args))
 
@@ -97,6 +96,17 @@ class _Graph:
             self.warned.add(why)
             warnings.warn(f"torchtpu: compiled graph {self.name} runs eagerly on these inputs: "
                           f"{why}", stacklevel=2)
+
+
+def _off_device(args: list) -> str:
+    """Why a call with a tensor input that is not on a tpu device runs eagerly."""
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.device.type != "tpu":
+            return (f"input {i} is a {a.device.type} tensor ({a.dtype}, shape {list(a.shape)}); "
+                    "its values would be baked into the program (an optimizer: construct it with "
+                    "capturable=True so its step counts live on the device; a Python float that "
+                    "Dynamo passes as a tensor: make it a tpu tensor)")
+    return "an input is not a tpu tensor"
 
 
 def _compiler(kind: str):

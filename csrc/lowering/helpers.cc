@@ -76,6 +76,12 @@ Value transpose(FunctionBuilder& b, const Value& v, const Dims& permutation) {
               "permutation = " + FunctionBuilder::i64_array(permutation));
 }
 
+Value modulus(FunctionBuilder& b, const Value& x) {
+  if (!hlo::is_complex(x.shape.type)) return unary(b, "stablehlo.abs", x);
+  ElementType part = x.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+  return b.op("stablehlo.abs", {x}, Shape{part, x.shape.dims});
+}
+
 Value pad_end(FunctionBuilder& b, const Value& v, int64_t count) {
   return pad_high(b, v, {count});
 }

@@ -71,6 +71,9 @@ Value extreme(FunctionBuilder& b, ElementType type, bool largest);
 // Row-major contiguous, ignoring dimensions of size 1.
 bool is_dense(const Dims& sizes, const Dims& strides);
 
+// |x|; for a complex x its modulus, a real of the part type.
+Value modulus(FunctionBuilder& b, const Value& x);
+
 // Logical and / or of predicates.
 Value b_and(FunctionBuilder& b, const Value& x, const Value& y);
 Value b_or(FunctionBuilder& b, const Value& x, const Value& y);

@@ -298,9 +298,17 @@ void register_math_rules(Registry& r) {
       {"atanh", "chlo.atanh"},          {"erf", "chlo.erf"},
       {"erfinv", "chlo.erf_inv"},       {"lgamma", "chlo.lgamma"},
       {"digamma", "chlo.digamma"},      {"neg", "stablehlo.negate"},
-      {"abs", "stablehlo.abs"},         {"bitwise_not", "stablehlo.not"},
+      {"bitwise_not", "stablehlo.not"},
   };
   for (const auto& [name, op] : functions) r.add(name, unary_op(op), all(name));
+  // abs of a complex number is its modulus, a real: computed on the complex value itself.
+  const LoweringRule real_abs = unary_op("stablehlo.abs");
+  r.add("abs",
+        [real_abs](FunctionBuilder& b, const Values& v, const Attrs& a) {
+          if (!hlo::is_complex(v.at(0).shape.type)) return real_abs(b, v, a);
+          return Values{convert(b, modulus(b, v[0]), out_type(a))};
+        },
+        all("abs"));
   r.add("sign", unary_fn([](FunctionBuilder& b, const Value& x) {
           return x.shape.type == ElementType::kPred ? x : unary(b, "stablehlo.sign", x);
         }),

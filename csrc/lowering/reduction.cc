@@ -181,7 +181,7 @@ Values nonzero(FunctionBuilder& b, const Values& v, const Attrs& a) {
 // linalg_vector_norm(self, ord, dim?, keepdim, dtype?): ord is a static attribute.
 Values vector_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
-  Value x = unary(b, "stablehlo.abs", convert(b, v[0], c));
+  Value x = convert(b, modulus(b, v[0]), c);
   Dims axes = reduction_dims(a, "dim", x.shape.rank());
   double ord = a.f("ord");
   Value r;

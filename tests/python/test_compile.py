@@ -145,7 +145,7 @@ def test_cpu_input_runs_eagerly_with_warning():
         return x * s
 
     x, s = torch.randn(4), torch.tensor(3.0)
-    with pytest.warns(UserWarning, match="not a tpu tensor"):
+    with pytest.warns(UserWarning, match="input 1 is a cpu tensor"):
         out = torch.compile(f, backend="tpu")(x.to("tpu"), s)
     torch.testing.assert_close(out.cpu(), f(x, s))
 

@@ -1,7 +1,7 @@
 """PyTorch's OpInfo database (op_db) on "tpu" against the CPU: values, effects on inputs, gradients.
 
-Every OpInfo gets one test per dtype it supports on the CPU among float32 (all ops) and int64/bool
-(only the ops in INT_BOOL_OPS). Each test runs the OpInfo's first samples on the CPU and on "tpu"
+Every OpInfo gets one test per dtype it supports on the CPU among float32 (all ops), int64/bool
+(only the ops in INT_BOOL_OPS) and complex64 (only those in COMPLEX_OPS). Each test runs the OpInfo's first samples on the CPU and on "tpu"
 (every tensor of the sample moved with .to("tpu")) and compares outputs and inputs afterwards
 with torch.testing.assert_close at the dtype's default tolerances; an error on the CPU must be an
 error on "tpu" too. For float32 ops that support autograd it also compares the gradients of
@@ -54,7 +54,7 @@ def _load_op_db():
 
 pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 
-DTYPES = [torch.float32, torch.int64, torch.bool]
+DTYPES = [torch.float32, torch.int64, torch.bool, torch.complex64]
 
 # int64/bool run only for these: the elementwise, comparison and reduction ops where integer and
 # boolean semantics (promotion, overflow, truthiness) differ from float32's.
@@ -66,6 +66,15 @@ INT_BOOL_OPS = {
     "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or", "logical_xor",
     "logical_not", "sum", "prod", "cumsum", "amax", "amin", "argmax", "argmin", "max", "min",
     "all", "any", "count_nonzero", "nonzero",
+}
+
+# complex64 runs only for these (forward only): arithmetic, the complex-specific ops and the
+# ones whose result is real (abs, norms), where a lowering can drop an imaginary part.
+COMPLEX_OPS = {
+    "abs", "add", "sub", "mul", "div", "exp", "log", "sqrt", "neg", "conj", "real", "imag", "sum",
+    "mean", "matmul", "mm", "reciprocal", "sin", "cos", "tanh", "sigmoid", "pow", "square", "sgn",
+    "angle", "eq", "ne", "where", "cat", "flip", "prod", "cumsum", "linalg.vector_norm",
+    "isfinite", "isnan", "clone", "transpose", "view_as_real",
 }
 
 RANDOM = "results are random: no two devices (or runs) agree"
@@ -141,7 +150,9 @@ def _cases():
             continue
         supported = op.supported_dtypes("cpu")
         for dtype in DTYPES:
-            if dtype not in supported or (dtype != torch.float32 and op.name not in INT_BOOL_OPS):
+            wanted = {torch.float32: True, torch.complex64: op.name in COMPLEX_OPS}.get(
+                dtype, op.name in INT_BOOL_OPS)
+            if dtype not in supported or not wanted:
                 continue
             test_id = f"{_key(op)}-{str(dtype)[6:]}"
             reason = _known(XFAILS, op, test_id)
