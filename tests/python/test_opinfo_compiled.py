@@ -10,12 +10,12 @@ import itertools
 import os
 
 import pytest
+import test_opinfo as base
 import torch
 import torch._dynamo
 from torch.utils._pytree import tree_flatten, tree_map
 
 import torchtpu
-import test_opinfo as base
 
 pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 
