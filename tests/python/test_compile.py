@@ -295,3 +295,24 @@ def test_optimizer_with_step_counts_on_the_cpu_runs_eagerly_and_right():
         both_steps()
     # the graph computes the bias corrections as float32 tensors, eager Adam as Python floats
     torch.testing.assert_close(dev[0].detach().cpu(), ref[0].detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_learning_rate_schedule_through_a_tpu_tensor_replays():
+    torch.manual_seed(0)
+    p_ref = torch.randn(5, requires_grad=True)
+    p = p_ref.detach().to("tpu").requires_grad_()
+    grad = torch.randn(5)
+    opt_ref = torch.optim.AdamW([p_ref], lr=0.1)
+    lr = torch.tensor(0.1, device="tpu")
+    opt = torch.optim.AdamW([p], lr=lr, capturable=True)
+    step = torch.compile(lambda: opt.step(), backend="tpu")
+    before = torchtpu._compile.stats()
+    for i in range(5):
+        p_ref.grad, p.grad = grad.clone(), grad.to("tpu")
+        opt_ref.param_groups[0]["lr"] = 0.1 / (i + 1)
+        lr.fill_(0.1 / (i + 1))  # the replayed program reads the tensor's current value
+        opt_ref.step()
+        step()
+    d = stats_delta(before)
+    assert d["compiled_captures"] == 1 and d["compiled_replays"] == 4
+    torch.testing.assert_close(p.detach().cpu(), p_ref.detach(), rtol=1e-4, atol=1e-5)
