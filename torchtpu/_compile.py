@@ -113,11 +113,10 @@ def _compiler(kind: str):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         graph = _Graph(gm, kind)
 
-        def run(args):
+        def run(args):  # AOTAutograd's boxed convention: the arguments in one list
             return graph(args)
 
         run._boxed_call = True
-        run.graph = graph
         return run
 
     return compile_graph

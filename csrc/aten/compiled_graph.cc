@@ -12,13 +12,12 @@
 namespace torchtpu::aten {
 namespace {
 
-// Runs the device's pending work if any input waits on it, so the inputs' buffers are current.
-void settle(const std::vector<at::Tensor>& inputs, int device) {
+// Runs the pending work any input waits on, so the inputs' buffers are current.
+void settle(const std::vector<at::Tensor>& inputs) {
   for (const at::Tensor& t : inputs) {
-    if (t.defined() && storage_handle(t.storage()).pending() != nullptr) {
-      engine::flush(device);
-      return;
-    }
+    if (!t.defined()) continue;
+    const engine::StorageHandle& s = storage_handle(t.storage());
+    if (s.pending() != nullptr) engine::flush(s.device());
   }
 }
 
@@ -35,15 +34,17 @@ std::string CompiledGraph::signature(const std::vector<at::Tensor>& inputs,
                                      const std::string& host) {
   hlo::Fingerprint f;
   f.add(host);
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && !t.is_privateuseone()) return "";
+  }
+  settle(inputs);  // whether an input has contents must be current
   std::vector<const engine::StorageHandle*> storages;
   for (const at::Tensor& t : inputs) {
     if (!t.defined()) {
       f.add(int64_t{-1});
       continue;
     }
-    if (!t.is_privateuseone()) return "";
     const engine::StorageHandle& s = storage_handle(t.storage());
-    if (s.pending() != nullptr) engine::flush(s.device());
     int64_t alias = -1;  // inputs that share a storage are read and written as one
     for (size_t j = 0; j < storages.size(); ++j) {
       if (storages[j] == &s) alias = static_cast<int64_t>(j);
@@ -168,7 +169,8 @@ std::string CompiledGraph::end_capture(const std::string& signature,
 }
 
 std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs) const {
-  settle(inputs, device_);
+  // The inputs were settled by CompiledGraph::signature; persistent storages may still wait on
+  // pending work (a deferred draw).
   for (const Argument& a : arguments_) {
     if (a.storage != nullptr && a.storage->pending() != nullptr) engine::flush(device_);
   }

@@ -17,7 +17,8 @@ namespace torchtpu::aten {
 // One capture, replayable on inputs of the signature it was captured on.
 class GraphProgram {
  public:
-  // Replays the program on `inputs`: writes the inputs it mutates and returns new outputs.
+  // Replays the program on `inputs` of its signature, as CompiledGraph::signature left them
+  // (their pending work run): writes the inputs it mutates and returns new outputs.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
 
  private:

@@ -45,7 +45,9 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "tensors are copied there and back). Set TORCHTPU_CPU_FALLBACK=error to make this "
                "an error.");
   }
-  engine::capture_breaks_because(op_name + " has no tpu lowering and runs on the CPU");
+  if (engine::capturing()) {
+    engine::capture_breaks_because(op_name + " has no tpu lowering and runs on the CPU");
+  }
   at::native::cpu_fallback(op, stack);
 }
 

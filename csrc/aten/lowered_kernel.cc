@@ -405,8 +405,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   }
   if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
   try {
-    if ((engine::eager_mode() == engine::EagerMode::kDeferAndFuse || engine::capturing()) &&
-        operand_shapes.size() == operands.size()) {
+    if (engine::deferring() && operand_shapes.size() == operands.size()) {
       // Deferred ops run later, inside a larger program: lower this one alone now, so a refusal
       // surfaces at its own call (and an unsupported case can still run on the CPU).
       engine::Program::check_lowering(rule, operand_shapes, attrs,

@@ -105,9 +105,11 @@ void begin_capture(int device) {
 
 bool capturing() { return capture_device.load() >= 0; }
 
+bool deferring() { return eager_mode() == EagerMode::kDeferAndFuse || capturing(); }
+
 uint64_t capture_serial() { return capture_start; }
 
-void capture_breaks_because(const std::string& why) {
+void capture_breaks_because(std::string_view why) {
   if (!capturing()) return;
   std::lock_guard<std::mutex> lock(reason_mutex);
   if (capture_reason.empty()) capture_reason = why;
@@ -149,7 +151,7 @@ void forget_storage(Program* program, StorageHandle* storage) {
 Recording::Recording(int device) : device_(device) {
   Pending& p = pending(device);
   lock_ = std::unique_lock<std::recursive_mutex>(p.mutex);
-  if (eager_mode() == EagerMode::kDeferAndFuse || capturing()) {
+  if (deferring()) {
     if (!p.program) p.program = std::make_unique<Program>(device, Program::kDeferred);
     program_ = p.program.get();
   } else {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "engine/program.h"
 
@@ -30,9 +31,12 @@ void flush_all();
 // it as DeferAndFuse would, so results stay right, and marks the capture broken.
 void begin_capture(int device);
 bool capturing();
+// Whether ops record into the device's pending program (DeferAndFuse or a capture) rather than
+// run as programs of their own.
+bool deferring();
 // Says why the capture is about to break (the first reason given is kept), before the sync point
 // that breaks it.
-void capture_breaks_because(const std::string& why);
+void capture_breaks_because(std::string_view why);
 // Ends the capture: the recorded program, not yet run (null when nothing was recorded), or, when
 // the capture was broken, null with `broken` set to why (its work has run). Pending work of other
 // devices runs.
