@@ -29,8 +29,12 @@ TpuGeneratorImpl::TpuGeneratorImpl(c10::DeviceIndex device)
   state_->set_persistent();
 }
 
-void TpuGeneratorImpl::upload_state(const uint64_t words[2]) const {
+void TpuGeneratorImpl::settle_state() const {
   if (state_->pending() != nullptr) engine::flush(device().index());
+}
+
+void TpuGeneratorImpl::upload_state(const uint64_t words[2]) const {
+  settle_state();
   state_->set_buffer(
       engine::Runtime::get().upload(words, hlo::ElementType::kU64, {2}, device().index()),
       hlo::ElementType::kU64);
@@ -77,7 +81,7 @@ c10::intrusive_ptr<c10::TensorImpl> TpuGeneratorImpl::get_state() const {
                                at::TensorOptions().dtype(at::kByte).device(at::kCPU));
   uint64_t values[3] = {seed_, seed_, 0};
   if (seeded_) {
-    if (state_->pending() != nullptr) engine::flush(device().index());  // a draw replaces it
+    settle_state();
     state_->buffer()->to_host(values + 1, 2 * sizeof(uint64_t));
   }
   std::memcpy(state.data_ptr(), values, kStateBytes);
@@ -89,7 +93,7 @@ TpuGeneratorImpl* TpuGeneratorImpl::clone_impl() const {
   g->seed_ = seed_;
   g->offset_ = offset_;
   if (seeded_) {
-    if (state_->pending() != nullptr) engine::flush(device().index());
+    settle_state();
     g->state_->set_buffer(state_->buffer(), hlo::ElementType::kU64);  // buffers are immutable
     g->seeded_ = true;
   }

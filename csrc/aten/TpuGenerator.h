@@ -35,6 +35,8 @@ class TpuGeneratorImpl final : public c10::GeneratorImpl {
 
  private:
   TpuGeneratorImpl* clone_impl() const override;
+  // Runs the pending draw, if any, that replaces the device state.
+  void settle_state() const;
   // Sets the device state (after running any pending draw that would overwrite it).
   void upload_state(const uint64_t words[2]) const;
 

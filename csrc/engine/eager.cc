@@ -31,6 +31,7 @@ struct Pending {
   std::unique_ptr<Program> program;
   // The structure of the last program run, to notice when the ops being recorded repeat it (a
   // training loop's step): that is a sync point too, so each step runs as the same program.
+  // last_size is 0 when that program was too short to watch.
   std::string last_fingerprint;
   size_t last_size = 0;
 };
@@ -62,8 +63,8 @@ void run_pending(Pending& p) {
   if (capture_device.load() == program->device()) capture_broken = true;
   ++flushes;
   flushed_nodes += static_cast<int64_t>(program->size());
-  p.last_fingerprint = program->fingerprint().bytes();
-  p.last_size = program->size();
+  p.last_size = program->size() >= kMinRepeatNodes ? program->size() : 0;
+  if (p.last_size > 0) p.last_fingerprint = program->fingerprint().bytes();
   program->run();
   ++(program->cache_hit() ? fused_hits : fused_misses);
 }
@@ -171,7 +172,7 @@ void Recording::finish() {
   }
   Pending& p = pending(device_);
   if (!p.program || capturing()) return;
-  if (p.program->size() == p.last_size && p.last_size >= kMinRepeatNodes &&
+  if (p.last_size > 0 && p.program->size() == p.last_size &&
       p.program->fingerprint().bytes() == p.last_fingerprint) {
     ++repeats;
     run_pending(p);
