@@ -38,6 +38,19 @@ _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailab
               _cache_max, __version__)
 _C._set_cpu_fallback_policy(os.environ.get("TORCHTPU_CPU_FALLBACK", "warn").strip().lower())
 
+
+def _index_checks_from_environment() -> bool:
+    text = os.environ.get("TORCHTPU_INDEX_CHECKS", "1").strip()
+    if text not in ("0", "1"):
+        import warnings
+
+        warnings.warn(f"torchtpu: TORCHTPU_INDEX_CHECKS must be 0 or 1, not {text!r}; using 1",
+                      stacklevel=2)
+    return text != "0"
+
+
+_C._set_index_checks(_index_checks_from_environment())
+
 from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 
 eager._from_environment()

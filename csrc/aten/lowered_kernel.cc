@@ -397,6 +397,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
     }
+    assert_index_values(p, rule, schema, args);
     recording.finish();
   } catch (const lowering::Refused& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
@@ -422,7 +423,6 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Debug's checks read values to the host: not while a compiled graph is being captured.
   bool debug = engine::eager_mode() == engine::EagerMode::kDebug && !engine::capturing();
-  if (debug) check_index_values(binding, schema, args);
 
   hlo::Fingerprint key;
   key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));

@@ -6,6 +6,7 @@
 #include "aten/TpuGuard.h"
 #include "aten/compiled_graph.h"
 #include "aten/ops.h"
+#include "aten/value_checks.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
@@ -14,6 +15,40 @@ namespace py = pybind11;
 using namespace torchtpu;
 
 namespace {
+
+// The innermost Python frame outside torch and torchtpu ("train.py:12"): where a user called the
+// op whose device-side check failed. Empty on a thread running no Python (autograd's workers).
+std::string python_location() {
+  if (!Py_IsInitialized()) return "";
+  py::gil_scoped_acquire gil;
+  static const std::vector<std::string> library_dirs = [] {
+    std::vector<std::string> dirs;
+    py::module_ os = py::module_::import("os");
+    for (const char* name : {"torch", "torchtpu"}) {
+      py::object module = py::module_::import("sys").attr("modules").attr("get")(name);
+      if (module.is_none() || !py::hasattr(module, "__file__")) continue;
+      dirs.push_back(py::str(os.attr("path").attr("dirname")(module.attr("__file__"))).cast<std::string>() + "/");
+    }
+    return dirs;
+  }();
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  std::string where;
+  while (frame != nullptr && where.empty()) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    std::string name = file != nullptr ? file : "";
+    bool library = false;
+    for (const std::string& dir : library_dirs) library = library || name.rfind(dir, 0) == 0;
+    if (!library && !name.empty()) where = name + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  return where;
+}
 
 std::vector<pjrt::ClientOption> client_options(const py::dict& options) {
   std::vector<pjrt::ClientOption> result;
@@ -189,6 +224,7 @@ class PyCompiledGraph {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu's C++ runtime";
+  aten::set_python_location(python_location);
   m.def(
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
@@ -248,6 +284,10 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(aten::default_generator(device)));
   });
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
+  m.def("_set_index_checks", &aten::set_index_checks);
+  m.def("_launches_in_flight", [](int device) {
+    return without_gil([device] { return engine::Runtime::get().launches_in_flight(device); });
+  });
   m.def("_metrics", &metrics);
   m.def("_clear_executable_cache", [] { engine::Runtime::get().executables().clear(); });
   // Compiles StableHLO text on the plugin (raises its error): for checking what it accepts.
