@@ -350,6 +350,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
               c10::Device device) {
   const auto& arguments = schema.arguments();
+  std::vector<IndexAssert> asserts = index_asserts(rule, schema, args);
   engine::Recording recording(device.index());
   engine::Program& p = recording.program();
   std::vector<int> operands;
@@ -397,7 +398,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
     }
-    assert_index_values(p, rule, schema, args);
+    record_index_asserts(p, asserts);
     recording.finish();
   } catch (const lowering::Refused& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());

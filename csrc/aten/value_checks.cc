@@ -18,14 +18,6 @@
 namespace torchtpu::aten {
 namespace {
 
-// One index tensor of an op and the values it may hold: [low, high), or `ignore`.
-struct IndexBound {
-  at::Tensor index;
-  int64_t low, high;
-  std::optional<int64_t> ignore;
-  engine::AssertCheck check;  // PyTorch's CPU error for a value outside, "{}" for the value
-};
-
 std::string out_of_bounds(int64_t dim, int64_t size) {
   return "index {} is out of bounds for dimension " + std::to_string(dim) + " with size " +
          std::to_string(size);
@@ -42,14 +34,14 @@ const c10::IValue* argument(const c10::FunctionSchema& schema, const std::vector
 // The index tensors of an op bound to `rule`, with their bounds and the error PyTorch's CPU
 // kernel raises for a value outside them. Ops whose indices are known to be valid
 // (_unsafe_index, unsafe index_put) have none.
-std::vector<IndexBound> index_bounds(const std::string& rule, const c10::FunctionSchema& schema,
+std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::FunctionSchema& schema,
                                      const std::vector<c10::IValue>& args) {
   auto arg = [&](const char* name) { return argument(schema, args, name); };
-  std::vector<IndexBound> bounds;
+  std::vector<IndexAssert> bounds;
   auto add = [&](const at::Tensor& index, int64_t low, int64_t high, bool index_error,
                  std::string message, std::optional<int64_t> ignore = std::nullopt) {
     if (!index.defined() || index.numel() == 0) return;
-    bounds.push_back({index, low, high, ignore, {index_error, std::move(message)}});
+    bounds.push_back({index, low, high, ignore, {index_error, std::move(message)}, 0});
   };
   if (schema.name() == "aten::_unsafe_index") return bounds;
   if (const c10::IValue* unsafe = arg("unsafe"); unsafe != nullptr && unsafe->toBool()) {
@@ -102,23 +94,27 @@ const bool raiser_installed = (engine::set_assert_raiser(raise_failed_check), tr
 
 }  // namespace
 
-void assert_index_values(engine::Program& p, const std::string& rule,
-                         const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
-  if (!index_checks.load(std::memory_order_relaxed)) return;
-  std::vector<IndexBound> bounds = index_bounds(rule, schema, args);
-  if (bounds.empty()) return;
+std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::FunctionSchema& schema,
+                                       const std::vector<c10::IValue>& args) {
+  if (!index_checks.load(std::memory_order_relaxed)) return {};
+  std::vector<IndexAssert> asserts = index_bounds(rule, schema, args);
+  if (asserts.empty()) return asserts;
   std::string where = python_location ? python_location() : std::string();
-  for (IndexBound& bound : bounds) {
-    engine::AssertCheck check = bound.check;
-    check.message = schema.name() + ": " + check.message +
-                    (where.empty() ? "" : " (called at " + where + ")") +
-                    "; checked on the device, raised at the next synchronization";
-    int values = is_cpu_scalar(bound.index)
-                     ? scalar_argument(p, bound.index.item(), bound.index.scalar_type())
-                     : p.read(view_of(bound.index));
-    int64_t ignore = bound.ignore.value_or(0);
-    engine::record_range_assert(p, values, bound.low, bound.high,
-                                bound.ignore ? &ignore : nullptr, engine::assert_id(check));
+  for (IndexAssert& a : asserts) {
+    a.check.message = schema.name() + ": " + a.check.message +
+                      (where.empty() ? "" : " (called at " + where + ")") +
+                      "; checked on the device, raised at the next synchronization";
+    a.id = engine::assert_id(a.check);
+  }
+  return asserts;
+}
+
+void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& asserts) {
+  for (const IndexAssert& a : asserts) {
+    int values = is_cpu_scalar(a.index) ? scalar_argument(p, a.index.item(), a.index.scalar_type())
+                                        : p.read(view_of(a.index));
+    int64_t ignore = a.ignore.value_or(0);
+    engine::record_range_assert(p, values, a.low, a.high, a.ignore ? &ignore : nullptr, a.id);
   }
 }
 

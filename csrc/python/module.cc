@@ -19,7 +19,8 @@ namespace {
 // The innermost Python frame outside torch and torchtpu ("train.py:12"): where a user called the
 // op whose device-side check failed. Empty on a thread running no Python (autograd's workers).
 std::string python_location() {
-  if (!Py_IsInitialized()) return "";
+  // Not while the interpreter shuts down: a daemon thread taking the GIL then never returns.
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return "";
   py::gil_scoped_acquire gil;
   static const std::vector<std::string> library_dirs = [] {
     std::vector<std::string> dirs;
