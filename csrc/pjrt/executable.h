@@ -24,6 +24,8 @@ class Executable {
                                                const Device& device) const;
   // The plugin's serialized form of the compiled program (for the persistent cache).
   std::string serialize() const;
+  // The size of the compiled code as the plugin reports it, or -1 when it cannot say.
+  int64_t generated_code_bytes() const;
 
  private:
   std::shared_ptr<const Plugin> plugin_;
