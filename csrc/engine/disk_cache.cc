@@ -151,19 +151,21 @@ std::optional<std::string> DiskCache::load(const std::string& program_text) {
   }
   // O_NOFOLLOW: a symlink is not our entry; O_NONBLOCK: opening a FIFO must not hang.
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
+  int open_error = fd < 0 ? errno : 0;
+  if (open_error == ENOENT) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.misses;
     return std::nullopt;
   }
-  std::optional<std::string> payload = read_entry(fd, path, full_key(program_text));
+  std::optional<std::string> payload =
+      read_entry(fd, open_error, path, full_key(program_text));
   if (fd >= 0) ::close(fd);
   std::lock_guard<std::mutex> lock(mutex_);
   ++(payload ? stats_.hits : stats_.misses);
   return payload;
 }
 
-std::optional<std::string> DiskCache::read_entry(int fd, const std::string& path,
+std::optional<std::string> DiskCache::read_entry(int fd, int open_error, const std::string& path,
                                                  const std::string& expected_key) {
   auto bad = [&](const std::string& why) -> std::optional<std::string> {
     {
@@ -175,10 +177,10 @@ std::optional<std::string> DiskCache::read_entry(int fd, const std::string& path
     fs::remove(path, ignored);  // a symlink or FIFO goes (not its target), an empty folder too
     return std::nullopt;
   };
-  if (fd < 0 && errno == ELOOP) return bad("is a symbolic link");
+  if (open_error == ELOOP) return bad("is a symbolic link");
   struct stat st{};
   if (fd < 0 || ::fstat(fd, &st) != 0) {
-    return bad("cannot be read (" + std::string(std::strerror(errno)) + ")");
+    return bad("cannot be read (" + std::string(std::strerror(fd < 0 ? open_error : errno)) + ")");
   }
   if (!S_ISREG(st.st_mode)) return bad("is not a regular file");
   if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {

@@ -57,7 +57,8 @@ class DiskCache {
   std::string full_key(const std::string& program_text) const;
   std::string path_of(const std::string& program_text) const;
   bool folder_trusted();  // needs mutex_; creates the folder on first use
-  std::optional<std::string> read_entry(int fd, const std::string& path,
+  // `fd` is the entry opened for reading, or -1 with `open_error` the errno of the open.
+  std::optional<std::string> read_entry(int fd, int open_error, const std::string& path,
                                         const std::string& expected_key);
 
   std::string directory_;
