@@ -42,6 +42,7 @@ void configure_runtime(RuntimeConfig c) {
 Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
   client_ = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.plugin_path), c.options);
   in_flight_.resize(client_->device_count());
+  executables_.set_max_bytes(c.memory_cache_max_bytes);
   if (!c.cache_dir.empty()) {
     // An executable is only valid for the plugin, its version and the options it was built for.
     std::string salt = client_->platform_name() + "\n" + client_->platform_version() + "\n" +

@@ -23,6 +23,7 @@ struct RuntimeConfig {
   std::string cache_dir;  // empty: no disk cache
   uint64_t cache_max_bytes = uint64_t{4} << 30;
   std::string version;    // torchtpu's, part of every cache key
+  uint64_t memory_cache_max_bytes = ExecutableCache::kDefaultMaxBytes;
 };
 
 // Must be called before the first use (the Python package does it on import).

@@ -62,4 +62,15 @@ std::string Executable::serialize() const {
   return bytes;
 }
 
+int64_t Executable::generated_code_bytes() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, args);
+  args.executable = executable_;
+  try {
+    TORCHTPU_PJRT_CALL(*plugin_, PJRT_Executable_SizeOfGeneratedCodeInBytes, &args);
+  } catch (const Error&) {
+    return -1;
+  }
+  return args.size_in_bytes;
+}
+
 }  // namespace torchtpu::pjrt

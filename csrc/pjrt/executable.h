@@ -26,6 +26,8 @@ class Executable {
                                                std::unique_ptr<Event>* done = nullptr) const;
   // The plugin's serialized form of the compiled program (for the persistent cache).
   std::string serialize() const;
+  // The size of the compiled code as the plugin reports it, or -1 when it cannot say.
+  int64_t generated_code_bytes() const;
 
  private:
   std::shared_ptr<const Plugin> plugin_;

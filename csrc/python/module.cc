@@ -97,6 +97,9 @@ py::dict metrics() {
     m["executable_cache_misses"] = cache.misses;
     m["executables_loaded_from_disk"] = cache.disk_loads;
     m["compile_seconds"] = cache.compile_seconds;
+    m["memory_cache_entries"] = cache.entries;
+    m["memory_cache_bytes"] = cache.bytes;
+    m["memory_cache_evictions"] = cache.evictions;
     if (auto disk = engine::Runtime::get().executables().disk_cache()) {
       engine::DiskCacheStats d = disk->stats();
       m["disk_cache_dir"] = disk->directory();
@@ -104,6 +107,7 @@ py::dict metrics() {
       m["disk_cache_misses"] = d.misses;
       m["disk_cache_writes"] = d.writes;
       m["disk_cache_bad_entries"] = d.bad_entries;
+      m["disk_cache_refused"] = d.refused;
     }
   } else {
     m["executables_compiled"] = 0;
@@ -111,6 +115,9 @@ py::dict metrics() {
     m["executable_cache_hits"] = 0;
     m["executable_cache_misses"] = 0;
     m["compile_seconds"] = 0.0;
+    m["memory_cache_entries"] = 0;
+    m["memory_cache_bytes"] = 0;
+    m["memory_cache_evictions"] = 0;
   }
   engine::DeferStats defer = engine::defer_stats();
   m["deferred_flushes"] = defer.flushes;
@@ -230,13 +237,14 @@ PYBIND11_MODULE(_C, m) {
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
          const std::string& unavailable, const std::string& cache_dir, uint64_t cache_max_bytes,
-         const std::string& version) {
-        engine::configure_runtime(engine::RuntimeConfig{plugin_path, platform,
-                                                        client_options(options), unavailable,
-                                                        cache_dir, cache_max_bytes, version});
+         const std::string& version, uint64_t memory_cache_max_bytes) {
+        engine::configure_runtime(engine::RuntimeConfig{
+            plugin_path, platform, client_options(options), unavailable, cache_dir,
+            cache_max_bytes, version, memory_cache_max_bytes});
       },
       py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"),
-      py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"));
+      py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"),
+      py::arg("memory_cache_max_bytes"));
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
   m.def("_device_count", &engine::Runtime::device_count_or_zero);
@@ -290,6 +298,10 @@ PYBIND11_MODULE(_C, m) {
     return without_gil([device] { return engine::Runtime::get().launches_in_flight(device); });
   });
   m.def("_metrics", &metrics);
+  m.def("_prune_disk_cache", [](const std::string& directory, uint64_t max_bytes) {
+    return engine::DiskCache(directory, max_bytes, "").prune();
+  });
+  m.attr("_memory_cache_default_max_bytes") = engine::ExecutableCache::kDefaultMaxBytes;
   m.def("_clear_executable_cache", [] { engine::Runtime::get().executables().clear(); });
   // Compiles StableHLO text on the plugin (raises its error): for checking what it accepts.
   m.def("_compile_hlo", [](const std::string& text) {
