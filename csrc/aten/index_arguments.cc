@@ -167,6 +167,40 @@ void check_index_select(const std::vector<c10::IValue>& args) {
               "index_select(): Expected dtype int32 or int64 for index");
 }
 
+// PyTorch's index_put_ (CPU and CUDA alike) writes a one-element CPU value through a single mask
+// with masked_fill_: so it casts the value, refuses a uint8 mask, and here waits for no count.
+bool put_as_masked_fill(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                        const c10::List<c10::IValue>& list, torch::jit::Stack* stack) {
+  at::Tensor self = args[0].toTensor();
+  const at::Tensor& value = args[2].toTensor();
+  if (args[3].toBool() || !value.is_cpu() || value.numel() != 1) return false;
+  std::optional<at::Tensor> mask;
+  int64_t dims = 0;
+  for (const c10::IValue& e : list) {
+    std::optional<at::Tensor> t = entry(e);
+    if (!t) {
+      ++dims;
+      continue;
+    }
+    if (!is_mask(*t) || t->device() != self.device() || mask) return false;
+    mask = t;
+    for (int64_t j = 0; j < t->dim(); ++j) {
+      TORCH_CHECK_INDEX(dims + j < self.dim() && t->size(j) == self.size(dims + j),
+                        "The shape of the mask ", t->sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", self.sizes(),
+                        " at index ", dims + j);
+    }
+    dims += t->dim();
+  }
+  if (!mask) return false;
+  at::Tensor m = *mask;
+  for (int64_t d = dims; d < self.dim(); ++d) m = m.unsqueeze(-1);
+  c10::Scalar v = value.item();
+  stack->push_back(schema.name() == "aten::index_put" ? self.masked_fill(m, v)
+                                                     : self.masked_fill_(m, v));
+  return true;
+}
+
 }  // namespace
 
 bool prepare_index_arguments(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
@@ -203,6 +237,7 @@ bool prepare_index_arguments(const c10::OperatorHandle& op, std::vector<c10::IVa
     op.callBoxed(stack);
     return true;
   }
+  if (is_put(op.schema()) && put_as_masked_fill(op.schema(), args, list, stack)) return true;
   bool rewrite = false;
   for (const c10::IValue& e : list) {
     std::optional<at::Tensor> t = entry(e);
