@@ -262,6 +262,20 @@ OPS = {
     "take_int32": lambda d: X.to(d).take(torch.tensor([1]).int().to(d)),
     "put": lambda d: fresh(d).put_(torch.tensor([0, 59]).to(d), vals(2).to(d)),
     "put_accumulate": lambda d: fresh(d).put_(torch.tensor([3, 3]).to(d), vals(2).to(d), True),
+    "index_add": lambda d: X.to(d).index_add(1, I[:3].abs().to(d), vals(5, 3, 3).to(d)),
+    "index_add_wrong_shape": lambda d: X.to(d).index_add(1, I[:3].abs().to(d), vals(5, 2, 3)
+                                                         .to(d)),
+    "index_fill": lambda d: X.to(d).index_fill(2, torch.tensor([0, 2]).to(d), -1.0),
+    "index_copy": lambda d: X.to(d).index_copy(0, torch.tensor([4, 1]).to(d), vals(2, 4, 3)
+                                               .to(d)),
+    "index_copy_float_index": lambda d: X.to(d).index_copy(0, torch.tensor([4.0]).to(d),
+                                                           vals(1, 4, 3).to(d)),
+    "scatter_reduce_amax": lambda d: X.to(d).scatter_reduce(
+        0, torch.zeros(2, 4, 3, dtype=torch.long).to(d), vals(2, 4, 3).to(d), "amax"),
+    "take_along_dim": lambda d: torch.take_along_dim(X.to(d), torch.tensor([[[0], [2]]]).to(d),
+                                                     dim=1),
+    "augmented_setitem": lambda d: put(fresh(d), I[:3].abs().to(d),
+                                       fresh(d)[I[:3].abs().to(d)] + 1),
     "embedding": lambda d: torch.nn.functional.embedding(J.to(d), vals(4, 3).to(d)),
     "embedding_int32": lambda d: torch.nn.functional.embedding(J.int().to(d), vals(4, 3).to(d)),
     "embedding_padding": lambda d: torch.nn.functional.embedding(J.to(d), vals(4, 3).to(d),
