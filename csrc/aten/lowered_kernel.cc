@@ -418,7 +418,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& list : held) {
     for (const at::Tensor& t : list) all.push_back(&t);
   }
-  if (expand_index_masks(op, args, stack)) return;
+  if (prepare_index_arguments(op, args, stack)) return;
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
 

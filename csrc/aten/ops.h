@@ -64,11 +64,13 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
               c10::Device device);
 
-// Replaces each boolean or uint8 mask in an index list argument by the coordinates of its true
-// elements, one index tensor per mask dimension, and calls the op again on the stack; false when
-// the op has no mask (index_masks.cc).
-bool expand_index_masks(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
-                        torch::jit::Stack* stack);
+// Checks the index arguments of the indexing ops (advanced indexing's index list: types, devices,
+// mask and broadcast shapes, index_put's values; index_select's index) with PyTorch's errors. When
+// the index list holds masks or CPU index tensors, replaces each mask by the coordinates of its
+// true elements, moves CPU indices to the device, and calls the op again on the stack. False when
+// the op is left to run as it is (index_arguments.cc).
+bool prepare_index_arguments(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
+                             torch::jit::Stack* stack);
 
 // Convolutions and batch norm, whose shapes torchtpu computes itself (ops_conv.cc).
 void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);

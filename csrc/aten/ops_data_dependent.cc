@@ -41,7 +41,10 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
 
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
-  auto [s, m] = at::expand_outplace(self, mask);
+  // As CUDA does: a 0-d operand takes part as a 1-element vector (x[mask] needs a dim to index).
+  at::Tensor self_1d = self.dim() == 0 ? self.unsqueeze(0) : self;
+  at::Tensor mask_1d = mask.dim() == 0 ? mask.unsqueeze(0) : mask;
+  auto [s, m] = at::expand_outplace(self_1d, mask_1d);
   return at::index(*s, {std::optional<at::Tensor>(*m)});
 }
 

@@ -19,8 +19,16 @@ Value wrap_index(FunctionBuilder& b, const Value& index, int64_t size) {
 
 std::string list(const Dims& d) { return FunctionBuilder::i64_list(d); }
 
+// Whether the op's output has no elements: a gather or reshape to it is not a valid program (the
+// operand may have one element, or none), so the rules return an empty constant instead.
+bool empty_output(const Attrs& a) {
+  Dims shape = out_shape(a);
+  return std::find(shape.begin(), shape.end(), 0) != shape.end();
+}
+
 // index_select(self, dim, index)
 Values index_select(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  if (empty_output(a)) return {full(b, v[0].shape.type, out_shape(a), 0)};
   Value x = v[0];
   if (x.shape.rank() == 0) return {reshape(b, x, out_shape(a))};
   int64_t dim = normalize_dim(a.i("dim"), x.shape.rank());
@@ -59,6 +67,7 @@ Value coordinates(FunctionBuilder& b, const Value& index, int64_t dim, int64_t s
 
 // gather(self, dim, index, sparse_grad)
 Values gather(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  if (empty_output(a)) return {full(b, v[0].shape.type, out_shape(a), 0)};
   Value x = v[0];
   size_t rank = x.shape.rank();
   if (rank == 0) return {reshape(b, x, out_shape(a))};
@@ -80,7 +89,7 @@ LoweringRule scatter_rule(bool add) {
     Value x = convert(b, v[0], t);
     size_t rank = x.shape.rank();
     Value index = v[1];
-    if (index.shape.numel() == 0) return Values{x};
+    if (index.shape.numel() == 0 || x.shape.numel() == 0) return Values{x};
     if (rank == 0) {  // the one element, replaced by (or added to) the source's
       Value src = reshape(b, convert(b, v[2], t), {});
       bool sum = add || (a.has("reduce") && a.s("reduce") == "add");
@@ -123,6 +132,8 @@ Advanced advanced(FunctionBuilder& b, const Value& x, const Values& v, size_t fi
     r.indexed.push_back(static_cast<int64_t>(d));
     indices.push_back(v.at(next++));
   }
+  // csrc/aten/index_arguments.cc raises PyTorch's error for a list without index tensors.
+  if (indices.empty()) throw Refused("torchtpu: advanced indexing needs at least one index tensor");
   for (const Value& i : indices) {  // broadcast shape of all index tensors
     Dims s = i.shape.dims;
     if (s.size() > r.batch.size()) r.batch.insert(r.batch.begin(), s.size() - r.batch.size(), 1);
@@ -165,6 +176,7 @@ Dims window_positions(const Advanced& adv, size_t rank) {
 
 // index.Tensor(self, indices): operands self, then the present index tensors.
 Values index(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  if (empty_output(a)) return {full(b, v[0].shape.type, out_shape(a), 0)};
   Value x = v[0];
   Advanced adv = advanced(b, x, v, 1, a.ints("indices_present"));
   Dims slice_sizes = x.shape.dims;
@@ -182,7 +194,9 @@ Values index(FunctionBuilder& b, const Values& v, const Attrs& a) {
 Values index_put(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a);
   Value x = convert(b, v[0], t);
+  if (x.shape.numel() == 0) return {x};
   Advanced adv = advanced(b, x, v, 1, a.ints("indices_present"));
+  if (std::find(adv.batch.begin(), adv.batch.end(), 0) != adv.batch.end()) return {x};
   Value values = convert(b, v.back(), t);
   // The shape indexing would give: PyTorch broadcasts `values` to it.
   Dims result;
