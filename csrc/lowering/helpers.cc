@@ -1,6 +1,7 @@
 #include "lowering/helpers.h"
 
 #include <algorithm>
+#include <functional>
 #include <variant>
 
 #include <limits>
@@ -203,8 +204,13 @@ Dims reduction_dims(const Attrs& attrs, const std::string& key, int64_t rank) {
   return dims;
 }
 
-Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
-             const std::string& op) {
+namespace {
+
+using Combiner = std::function<Value(FunctionBuilder&, const Value&, const Value&)>;
+
+// stablehlo.reduce of `x` over `dims`, combining two scalars with `combine`.
+Value reduce_with(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
+                  const Combiner& combine) {
   if (dims.empty()) return x;
   Dims out;
   for (size_t d = 0; d < x.shape.dims.size(); ++d) {
@@ -215,10 +221,41 @@ Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& 
   Shape scalar{x.shape.type, {}};
   return b.op_with_region(
       "stablehlo.reduce", {x, init}, {Shape{x.shape.type, out}}, {scalar, scalar},
-      [op, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
-        return std::vector<Value>{r.op(op, {args[0], args[1]}, scalar)};
+      [combine](FunctionBuilder& r, const std::vector<Value>& args) {
+        return std::vector<Value>{combine(r, args[0], args[1])};
       },
       "dimensions = " + FunctionBuilder::i64_array(dims))[0];
+}
+
+// max or min of two values of one shape; for floats a NaN wins whichever side it is on.
+Value extreme_of(FunctionBuilder& b, const Value& x, const Value& y, bool largest) {
+  Value r = binary(b, largest ? "stablehlo.maximum" : "stablehlo.minimum", x, y);
+  if (!hlo::is_floating(x.shape.type)) return r;
+  return select(b, compare(b, x, x, "NE"), x, select(b, compare(b, y, y, "NE"), y, r));
+}
+
+}  // namespace
+
+Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
+             const std::string& op) {
+  return reduce_with(b, x, dims, init, [op](FunctionBuilder& r, const Value& p, const Value& q) {
+    return binary(r, op, p, q);
+  });
+}
+
+Value maximum(FunctionBuilder& b, const Value& x, const Value& y) {
+  return extreme_of(b, x, y, true);
+}
+
+Value minimum(FunctionBuilder& b, const Value& x, const Value& y) {
+  return extreme_of(b, x, y, false);
+}
+
+Value reduce_extreme(FunctionBuilder& b, const Value& x, const Dims& dims, bool largest) {
+  return reduce_with(b, x, dims, extreme(b, x.shape.type, !largest),
+                     [largest](FunctionBuilder& r, const Value& p, const Value& q) {
+                       return extreme_of(r, p, q, largest);
+                     });
 }
 
 Value scatter(FunctionBuilder& b, const Value& base, const Value& indices, const Value& updates,

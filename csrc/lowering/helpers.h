@@ -51,9 +51,16 @@ ElementType compute_type(const Attrs& attrs);
 Dims reduction_dims(const Attrs& attrs, const std::string& key, int64_t rank);
 int64_t normalize_dim(int64_t dim, int64_t rank);
 
-// stablehlo.reduce of `x` over `dims` with the binary `op` ("stablehlo.add", "stablehlo.maximum").
+// stablehlo.reduce of `x` over `dims` with the binary `op` ("stablehlo.add", "stablehlo.multiply").
 Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
              const std::string& op);
+// PyTorch's maximum / minimum: a NaN in either operand gives NaN. XLA's CPU max and min do not
+// promise that (fast min/max), so every max or min of floats goes through these.
+Value maximum(FunctionBuilder& b, const Value& x, const Value& y);
+Value minimum(FunctionBuilder& b, const Value& x, const Value& y);
+// The max (`largest`) or min of `x` over `dims`, NaN-propagating; an empty slice gives the
+// identity (-inf / +inf, or the type's extreme value).
+Value reduce_extreme(FunctionBuilder& b, const Value& x, const Dims& dims, bool largest);
 // Shape `x`'s reduction result back to `dims` (keepdim or not): a reshape.
 Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
                 const Dims& reduced_axes);

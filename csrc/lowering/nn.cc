@@ -13,7 +13,7 @@ Value sum_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
 }
 
 Value max_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
-  Value m = reduce(b, x, axes, extreme(b, x.shape.type, false), "stablehlo.maximum");
+  Value m = reduce_extreme(b, x, axes, true);
   return broadcast_to(b, keep_dims(b, m, x.shape.dims, axes), x.shape.dims);
 }
 
