@@ -266,8 +266,9 @@ void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bo
 }
 
 // PyTorch's TensorIterator checks, with its messages: operands broadcast, and the result type
-// casts safely to each written output.
-void check_elementwise(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema) {
+// casts safely to each written output (a bool result casts to any).
+void check_elementwise(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema,
+                       bool boolean_result) {
   at::DimVector shape;
   at::native::ResultTypeState promotion;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -288,7 +289,7 @@ void check_elementwise(const std::vector<c10::IValue>& args, const c10::Function
     int alias = aliased_argument(schema, r);
     if (alias < 0) continue;
     const at::Tensor& out = args[alias].toTensor();
-    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,
+    TORCH_CHECK(boolean_result || at::canCast(common, out.scalar_type()), "result type ", common,
                 " can't be cast to the desired output type ", out.scalar_type());
     if (!schema.arguments()[alias].is_out()) {
       TORCH_CHECK(out.sizes().equals(shape), "output with shape ", out.sizes(),
@@ -425,7 +426,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
     bool judged = needs_cpu_verdict(schema, args, binding.elementwise);
     if (judged) cpu_verdict(op, args);
-    if (binding.elementwise && !judged) check_elementwise(args, schema);
+    if (binding.elementwise && !judged) check_elementwise(args, schema, binding.boolean_result);
     try {
       meta = meta_cache().insert(key, run_meta(op, args));
     } catch (...) {

@@ -366,14 +366,14 @@ void register_math_rules(Registry& r) {
   const std::pair<const char*, const char*> comparisons[] = {
       {"eq", "EQ"}, {"ne", "NE"}, {"lt", "LT"}, {"le", "LE"}, {"gt", "GT"}, {"ge", "GE"}};
   for (const auto& [name, direction] : comparisons) {
-    r.elementwise(name, comparison(direction),
+    r.predicate(name, comparison(direction),
                   {std::string(name) + ".Tensor", std::string(name) + ".Scalar",
                    std::string(name) + ".Tensor_out", std::string(name) + ".Scalar_out",
                    std::string(name) + "_.Tensor", std::string(name) + "_.Scalar"});
   }
-  r.elementwise("logical_and", logical("stablehlo.and"), all("logical_and"));
-  r.elementwise("logical_or", logical("stablehlo.or"), all("logical_or"));
-  r.elementwise("logical_xor", logical("stablehlo.xor"), all("logical_xor"));
+  r.predicate("logical_and", logical("stablehlo.and"), all("logical_and"));
+  r.predicate("logical_or", logical("stablehlo.or"), all("logical_or"));
+  r.predicate("logical_xor", logical("stablehlo.xor"), all("logical_xor"));
   r.elementwise("bitwise_and", binary_op("stablehlo.and"), all("bitwise_and"));
   r.elementwise("bitwise_or", binary_op("stablehlo.or"), all("bitwise_or"));
   r.elementwise("bitwise_xor", binary_op("stablehlo.xor"), all("bitwise_xor"));

@@ -36,6 +36,14 @@ CASES = {
         ones(2, device=d), 1, out=torch.empty(2, device=d, dtype=torch.long)),
     "eq_out_long": lambda d: torch.eq(
         ones(2, device=d), 1, out=torch.empty(2, device=d, dtype=torch.long)),
+    # A comparison's or logical op's bool result casts into any output, in place too.
+    "eq_inplace_long_self": lambda d: torch.tensor([1, 2], device=d).eq_(
+        torch.tensor([1.5, 2.0], device=d)),
+    "lt_inplace_long_self_scalar": lambda d: torch.tensor([1, 2], device=d).lt_(1.5),
+    "logical_and_inplace_long_self": lambda d: torch.tensor([1, 2], device=d).logical_and_(
+        torch.tensor([0.5, 0.0], device=d)),
+    "add_inplace_long_self_float": lambda d: torch.tensor([1, 2], device=d).add_(
+        torch.tensor([0.5, 0.0], device=d)),
     "argmax_out_float": lambda d: torch.argmax(ones(2, device=d), out=torch.empty((), device=d)),
     "sum_out_long": lambda d: torch.sum(
         ones(2, device=d), 0, out=torch.empty((), device=d, dtype=torch.long)),
