@@ -3,9 +3,11 @@
 // refused with another exception type), so a user's mistake raises what it raises on the CPU.
 #include "aten/cpu_verdict.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <optional>
 
 #include "aten/tensor_view.h"
 #include "engine/eager.h"

@@ -26,7 +26,7 @@ Value convert(FunctionBuilder& b, const Value& v, ElementType type) {
     return compare(b, v, full(b, v.shape.type, v.shape.dims, 0), "NE");
   }
   if (hlo::is_complex(v.shape.type) && !hlo::is_complex(type)) {
-    ElementType part = v.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(v.shape.type);
     Value re = b.op("stablehlo.real", {v}, Shape{part, v.shape.dims});
     return convert(b, re, type);
   }
@@ -79,7 +79,7 @@ Value transpose(FunctionBuilder& b, const Value& v, const Dims& permutation) {
 
 Value modulus(FunctionBuilder& b, const Value& x) {
   if (!hlo::is_complex(x.shape.type)) return unary(b, "stablehlo.abs", x);
-  ElementType part = x.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+  ElementType part = real_part(x.shape.type);
   return b.op("stablehlo.abs", {x}, Shape{part, x.shape.dims});
 }
 
@@ -118,7 +118,7 @@ Value iota(FunctionBuilder& b, ElementType type, const Dims& dims, int64_t dim) 
 
 Value constant(FunctionBuilder& b, ElementType type, double value) {
   if (hlo::is_complex(type)) {
-    ElementType part = type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(type);
     return convert(b, constant(b, part, value), type);
   }
   return b.constant(Shape{type, {}}, FunctionBuilder::scalar_literal(type, value));
@@ -164,6 +164,11 @@ Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& 
 }  // namespace torchtpu::lowering
 
 namespace torchtpu::lowering {
+
+ElementType real_part(ElementType type) {
+  if (!hlo::is_complex(type)) return type;
+  return type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+}
 
 ElementType opmath(ElementType type) {
   return type == ElementType::kF16 || type == ElementType::kBF16 ? ElementType::kF32 : type;

@@ -40,6 +40,8 @@ Value binary(FunctionBuilder& b, const std::string& op, const Value& x, const Va
 Value compare(FunctionBuilder& b, const Value& x, const Value& y, const std::string& direction);
 Value select(FunctionBuilder& b, const Value& pred, const Value& on_true, const Value& on_false);
 
+// The type of a complex type's real and imaginary parts; a real type itself.
+ElementType real_part(ElementType type);
 // float16 and bfloat16 compute in float32, as PyTorch's kernels do ("opmath").
 ElementType opmath(ElementType type);
 // Output `k`'s type and shape as PyTorch's meta function gave them ("type"/"shape", "type1"...).

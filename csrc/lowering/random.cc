@@ -51,22 +51,15 @@ Value below(FunctionBuilder& b, const Value& x, const Value& from, const Value& 
 }
 
 // A complex output draws its real and imaginary parts as pairs of reals (a trailing dim of 2).
-bool complex_out(ElementType t) { return hlo::is_complex(t); }
-
-ElementType real_part(ElementType t) {
-  if (!hlo::is_complex(t)) return t;
-  return t == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
-}
-
 Dims draw_dims(const Dims& dims, ElementType t) {
   Dims d = dims;
-  if (complex_out(t)) d.push_back(2);
+  if (hlo::is_complex(t)) d.push_back(2);
   return d;
 }
 
 // Pairs of reals (last dim 2) as complex numbers of type `t`; reals pass through.
 Value pairs_to(FunctionBuilder& b, const Value& x, ElementType t, const Dims& dims) {
-  if (!complex_out(t)) return x;
+  if (!hlo::is_complex(t)) return x;
   Dims start(x.shape.rank(), 0), limit = x.shape.dims;
   limit.back() = 1;
   Value re = reshape(b, slice(b, x, start, limit), dims);
@@ -103,7 +96,7 @@ Values normal(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value angle = binary(b, "stablehlo.multiply", full(b, c, drawn, 2 * M_PI), u2.bits);
   Value z = binary(b, "stablehlo.multiply", radius, unary(b, "stablehlo.cosine", angle));
   Value std = splat(b, v[2], c, drawn);
-  if (complex_out(t)) std = binary(b, "stablehlo.multiply", std, full(b, c, drawn, M_SQRT1_2));
+  if (hlo::is_complex(t)) std = binary(b, "stablehlo.multiply", std, full(b, c, drawn, M_SQRT1_2));
   Value x = binary(b, "stablehlo.add", splat(b, v[1], c, drawn),
                    binary(b, "stablehlo.multiply", std, z));
   return {pairs_to(b, convert(b, x, part), t, dims), u2.state};
