@@ -124,7 +124,8 @@ Values random_integers(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, x, t), r.state};
 }
 
-// native_dropout(state, input, p): (output, mask); kept values are scaled by 1 / (1 - p).
+// native_dropout(state, input, p): (output, mask); kept values are scaled by 1 / (1 - p). As in
+// PyTorch, input * mask * scale: a dropped NaN stays NaN, a dropped negative value gives -0.
 Values dropout(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
   Dims dims = out_shape(a);
@@ -135,8 +136,9 @@ Values dropout(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value x = convert(b, v[1], c);
   Value scale = binary(b, "stablehlo.divide", full(b, c, dims, 1.0),
                        broadcast_to(b, convert(b, keep_probability, c), dims));
-  Value kept = binary(b, "stablehlo.multiply", x, scale);
-  Value y = select(b, keep, kept, full(b, c, dims, 0));
+  // x * 0 written out, not folded into a select of 0: XLA would rewrite x * convert(mask).
+  Value y = select(b, keep, binary(b, "stablehlo.multiply", x, scale),
+                   binary(b, "stablehlo.multiply", x, full(b, c, dims, 0)));
   return {convert(b, y, t), convert(b, keep, out_type(a, 1)), u.state};
 }
 

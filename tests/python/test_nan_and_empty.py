@@ -121,6 +121,9 @@ CASES = {
         torch.tensor([[[[1.0, nan, 2.0], [nan, 3.0, inf]]]], device=d), 2, 1,
         return_indices=True),
     "max_pool1d": lambda d: F.max_pool1d(torch.tensor([[[1.0, nan, 2.0, 3.0]]], device=d), 2),
+    # Dropout's gradient is grad * mask * scale: a dropped NaN stays NaN, a dropped -1. is -0.
+    "native_dropout_backward": lambda d: torch.ops.aten.native_dropout_backward(
+        vec(nan, nan, -1.0, -1.0, device=d), vec(True, False, False, True, device=d), 2.0),
     # Empty inputs: CPU raises for max/min/argmax without an identity, and for a reduction over
     # a dimension of size 0; sum, prod and mean give 0, 1 and NaN.
     "max_empty": lambda d: torch.ones(0, device=d).max(),

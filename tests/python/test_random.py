@@ -144,3 +144,14 @@ def test_draws_of_non_floating_dtypes_raise_like_cpu(dtype):
             draw(torch.empty(2, dtype=dtype))
         with pytest.raises(NotImplementedError, match="not implemented for"):
             draw(torch.empty(2, dtype=dtype, device="tpu"))
+
+
+def test_dropout_keeps_nan_and_signed_zeros_as_cpu(each_eager_mode):
+    # CPU computes input * mask * scale: a dropped NaN stays NaN, a dropped -1. gives -0.
+    torch.manual_seed(0)
+    y = torch.nn.functional.dropout(torch.full((1000,), float("nan"), device="tpu"), 0.5).cpu()
+    assert y.isnan().all()
+    z = torch.nn.functional.dropout(-torch.ones(1000, device="tpu"), 0.5).cpu()
+    dropped = z == 0
+    assert 300 < int(dropped.sum()) < 700 and torch.signbit(z[dropped]).all()
+    assert torch.equal(z[~dropped], torch.full_like(z[~dropped], -2.0))
