@@ -13,6 +13,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "aten/cpu_verdict.h"
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
 #include "aten/value_checks.h"
@@ -55,22 +56,7 @@ at::Tensor to_meta(const at::Tensor& t) {
 }
 
 c10::IValue to_meta(const c10::IValue& v) {
-  if (v.isTensor()) return to_meta(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> list;
-    for (const at::Tensor& t : v.toTensorVector()) list.push_back(to_meta(t));
-    return list;
-  }
-  if (v.isList() && v.toListRef().size() > 0 && !v.isIntList() && !v.isDoubleList() &&
-      !v.isBoolList()) {  // Tensor?[]
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor()))
-                                  : std::nullopt);
-    }
-    return list;
-  }
-  return v;
+  return map_tensors(v, [](const at::Tensor& t) { return to_meta(t); });
 }
 
 int scalar_operand(engine::Program& p, const c10::Scalar& s) {
@@ -280,8 +266,9 @@ void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bo
 }
 
 // PyTorch's TensorIterator checks, with its messages: operands broadcast, and the result type
-// casts safely to each written output.
-void check_elementwise(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema) {
+// casts safely to each written output (a bool result casts to any).
+void check_elementwise(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema,
+                       bool boolean_result) {
   at::DimVector shape;
   at::native::ResultTypeState promotion;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -302,7 +289,7 @@ void check_elementwise(const std::vector<c10::IValue>& args, const c10::Function
     int alias = aliased_argument(schema, r);
     if (alias < 0) continue;
     const at::Tensor& out = args[alias].toTensor();
-    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,
+    TORCH_CHECK(boolean_result || at::canCast(common, out.scalar_type()), "result type ", common,
                 " can't be cast to the desired output type ", out.scalar_type());
     if (!schema.arguments()[alias].is_out()) {
       TORCH_CHECK(out.sizes().equals(shape), "output with shape ", out.sizes(),
@@ -437,8 +424,16 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const MetaResult* meta = meta_cache().find(key);
   if (meta == nullptr) {
-    if (binding.elementwise) check_elementwise(args, schema);
-    meta = meta_cache().insert(key, run_meta(op, args));
+    // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
+    bool judged = needs_cpu_verdict(schema, args, binding.elementwise);
+    if (judged) cpu_verdict(op, args);
+    if (binding.elementwise && !judged) check_elementwise(args, schema, binding.boolean_result);
+    try {
+      meta = meta_cache().insert(key, run_meta(op, args));
+    } catch (...) {
+      if (!judged && !engine::capturing()) cpu_verdict(op, args);  // the CPU's exception type
+      throw;
+    }
   }
 
   // The real outputs: the mutated arguments (resized as the meta function resized its own), or

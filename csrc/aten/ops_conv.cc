@@ -6,6 +6,7 @@
 #include <ATen/OpMathType.h>
 #include <c10/core/DeviceGuard.h>
 
+#include "aten/cpu_verdict.h"
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
 #include "lowering/registry.h"
@@ -33,6 +34,13 @@ void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   int64_t groups = args[8].toInt();
   c10::Device device = common_device({&input, &weight});
   c10::DeviceGuard guard(device);
+  // Mixed dtypes and empty inputs: the CPU's checks and messages (it refuses mixed dtypes).
+  // convolution_overrideable has no CPU kernel; convolution takes the same arguments.
+  if (needs_cpu_verdict(op.schema(), args, false)) {
+    static const c10::OperatorHandle convolution =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    cpu_verdict(convolution, args);
+  }
   std::vector<int64_t> out{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
   for (size_t i = 0; i + 2 < static_cast<size_t>(input.dim()); ++i) {
     int64_t in = input.size(i + 2), k = weight.size(i + 2);

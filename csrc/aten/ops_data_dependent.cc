@@ -33,6 +33,9 @@ at::Tensor nonzero(const at::Tensor& self) {
 }
 
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
   at::Tensor result = torchtpu::aten::nonzero(self);
   out.resize_(result.sizes());
   out.copy_(result);

@@ -51,15 +51,17 @@ void draw(const std::string& rule, const std::optional<at::Generator>& gen,
 
 int f64(engine::Program& p, double v) { return scalar_argument(p, v, at::kDouble); }
 
-void check_floating(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, got ",
-              self.scalar_type());
+// Floating and, as on the CPU, complex tensors (both parts drawn); the CPU's error otherwise.
+void check_floating(const at::Tensor& self, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()), "\"",
+      kernel, "\" not implemented for '", c10::toString(self.scalar_type()), "'");
 }
 
 }  // namespace
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  check_floating(self, "uniform_");
+  check_floating(self, "check_uniform_bounds");
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
   if (self.numel() == 0) return self;
@@ -70,7 +72,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-  check_floating(self, "normal_");
+  check_floating(self, "normal_kernel_tpu");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (self.numel() == 0) return self;
   draw("rng_normal", gen, {self}, [&](engine::Program& p) {

@@ -106,6 +106,25 @@ c10::Device common_device_of(const std::vector<const at::Tensor*>& tensors) {
   return *device;
 }
 
+c10::IValue map_tensors(const c10::IValue& v,
+                        const std::function<at::Tensor(const at::Tensor&)>& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> list;
+    for (const at::Tensor& t : v.toTensorVector()) list.push_back(f(t));
+    return list;
+  }
+  if (v.isList() && v.toListRef().size() > 0 && !v.isIntList() && !v.isDoubleList() &&
+      !v.isBoolList()) {  // Tensor?[]
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
+    }
+    return list;
+  }
+  return v;
+}
+
 std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
   std::vector<at::Tensor> out;
   if (v.isTensor()) {

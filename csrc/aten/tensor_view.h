@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <vector>
 
 #include "engine/program.h"
@@ -26,5 +27,7 @@ c10::Device common_device(std::initializer_list<const at::Tensor*> tensors);
 c10::Device common_device_of(const std::vector<const at::Tensor*>& tensors);
 // The defined tensors an op argument holds (one, a list, or none).
 std::vector<at::Tensor> tensors_of(const c10::IValue& v);
+// The op argument with `f` applied to each tensor it holds (Tensor, Tensor[], Tensor?[]).
+c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& f);
 
 }  // namespace torchtpu::aten

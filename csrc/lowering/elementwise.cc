@@ -151,7 +151,7 @@ Values cast(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
 Values resolve(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   Value v = operands[0];
   if (attrs.i("conj") && hlo::is_complex(v.shape.type)) {
-    ElementType part = v.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(v.shape.type);
     Value re = b.op("stablehlo.real", {v}, Shape{part, v.shape.dims});
     Value im = b.op("stablehlo.imag", {v}, Shape{part, v.shape.dims});
     v = b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, v.shape);

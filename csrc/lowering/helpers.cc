@@ -1,6 +1,7 @@
 #include "lowering/helpers.h"
 
 #include <algorithm>
+#include <functional>
 #include <variant>
 
 #include <limits>
@@ -25,7 +26,7 @@ Value convert(FunctionBuilder& b, const Value& v, ElementType type) {
     return compare(b, v, full(b, v.shape.type, v.shape.dims, 0), "NE");
   }
   if (hlo::is_complex(v.shape.type) && !hlo::is_complex(type)) {
-    ElementType part = v.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(v.shape.type);
     Value re = b.op("stablehlo.real", {v}, Shape{part, v.shape.dims});
     return convert(b, re, type);
   }
@@ -78,7 +79,7 @@ Value transpose(FunctionBuilder& b, const Value& v, const Dims& permutation) {
 
 Value modulus(FunctionBuilder& b, const Value& x) {
   if (!hlo::is_complex(x.shape.type)) return unary(b, "stablehlo.abs", x);
-  ElementType part = x.shape.type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+  ElementType part = real_part(x.shape.type);
   return b.op("stablehlo.abs", {x}, Shape{part, x.shape.dims});
 }
 
@@ -117,7 +118,7 @@ Value iota(FunctionBuilder& b, ElementType type, const Dims& dims, int64_t dim) 
 
 Value constant(FunctionBuilder& b, ElementType type, double value) {
   if (hlo::is_complex(type)) {
-    ElementType part = type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(type);
     return convert(b, constant(b, part, value), type);
   }
   return b.constant(Shape{type, {}}, FunctionBuilder::scalar_literal(type, value));
@@ -164,6 +165,11 @@ Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& 
 
 namespace torchtpu::lowering {
 
+ElementType real_part(ElementType type) {
+  if (!hlo::is_complex(type)) return type;
+  return type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+}
+
 ElementType opmath(ElementType type) {
   return type == ElementType::kF16 || type == ElementType::kBF16 ? ElementType::kF32 : type;
 }
@@ -203,8 +209,13 @@ Dims reduction_dims(const Attrs& attrs, const std::string& key, int64_t rank) {
   return dims;
 }
 
-Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
-             const std::string& op) {
+namespace {
+
+using Combiner = std::function<Value(FunctionBuilder&, const Value&, const Value&)>;
+
+// stablehlo.reduce of `x` over `dims`, combining two scalars with `combine`.
+Value reduce_with(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
+                  const Combiner& combine) {
   if (dims.empty()) return x;
   Dims out;
   for (size_t d = 0; d < x.shape.dims.size(); ++d) {
@@ -215,10 +226,41 @@ Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& 
   Shape scalar{x.shape.type, {}};
   return b.op_with_region(
       "stablehlo.reduce", {x, init}, {Shape{x.shape.type, out}}, {scalar, scalar},
-      [op, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
-        return std::vector<Value>{r.op(op, {args[0], args[1]}, scalar)};
+      [combine](FunctionBuilder& r, const std::vector<Value>& args) {
+        return std::vector<Value>{combine(r, args[0], args[1])};
       },
       "dimensions = " + FunctionBuilder::i64_array(dims))[0];
+}
+
+// max or min of two values of one shape; for floats a NaN wins whichever side it is on.
+Value extreme_of(FunctionBuilder& b, const Value& x, const Value& y, bool largest) {
+  Value r = binary(b, largest ? "stablehlo.maximum" : "stablehlo.minimum", x, y);
+  if (!hlo::is_floating(x.shape.type)) return r;
+  return select(b, compare(b, x, x, "NE"), x, select(b, compare(b, y, y, "NE"), y, r));
+}
+
+}  // namespace
+
+Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
+             const std::string& op) {
+  return reduce_with(b, x, dims, init, [op](FunctionBuilder& r, const Value& p, const Value& q) {
+    return binary(r, op, p, q);
+  });
+}
+
+Value maximum(FunctionBuilder& b, const Value& x, const Value& y) {
+  return extreme_of(b, x, y, true);
+}
+
+Value minimum(FunctionBuilder& b, const Value& x, const Value& y) {
+  return extreme_of(b, x, y, false);
+}
+
+Value reduce_extreme(FunctionBuilder& b, const Value& x, const Dims& dims, bool largest) {
+  return reduce_with(b, x, dims, extreme(b, x.shape.type, !largest),
+                     [largest](FunctionBuilder& r, const Value& p, const Value& q) {
+                       return extreme_of(r, p, q, largest);
+                     });
 }
 
 Value scatter(FunctionBuilder& b, const Value& base, const Value& indices, const Value& updates,

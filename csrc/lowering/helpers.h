@@ -40,6 +40,8 @@ Value binary(FunctionBuilder& b, const std::string& op, const Value& x, const Va
 Value compare(FunctionBuilder& b, const Value& x, const Value& y, const std::string& direction);
 Value select(FunctionBuilder& b, const Value& pred, const Value& on_true, const Value& on_false);
 
+// The type of a complex type's real and imaginary parts; a real type itself.
+ElementType real_part(ElementType type);
 // float16 and bfloat16 compute in float32, as PyTorch's kernels do ("opmath").
 ElementType opmath(ElementType type);
 // Output `k`'s type and shape as PyTorch's meta function gave them ("type"/"shape", "type1"...).
@@ -51,9 +53,16 @@ ElementType compute_type(const Attrs& attrs);
 Dims reduction_dims(const Attrs& attrs, const std::string& key, int64_t rank);
 int64_t normalize_dim(int64_t dim, int64_t rank);
 
-// stablehlo.reduce of `x` over `dims` with the binary `op` ("stablehlo.add", "stablehlo.maximum").
+// stablehlo.reduce of `x` over `dims` with the binary `op` ("stablehlo.add", "stablehlo.multiply").
 Value reduce(FunctionBuilder& b, const Value& x, const Dims& dims, const Value& init,
              const std::string& op);
+// PyTorch's maximum / minimum: a NaN in either operand gives NaN. XLA's CPU max and min do not
+// promise that (fast min/max), so every max or min of floats goes through these.
+Value maximum(FunctionBuilder& b, const Value& x, const Value& y);
+Value minimum(FunctionBuilder& b, const Value& x, const Value& y);
+// The max (`largest`) or min of `x` over `dims`, NaN-propagating; an empty slice gives the
+// identity (-inf / +inf, or the type's extreme value).
+Value reduce_extreme(FunctionBuilder& b, const Value& x, const Dims& dims, bool largest);
 // Shape `x`'s reduction result back to `dims` (keepdim or not): a reshape.
 Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_dims,
                 const Dims& reduced_axes);

@@ -209,13 +209,9 @@ Values clamp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value x = arg(b, v, 0, c, a);
   size_t next = 1;
   bool has_min = !a.has("min_absent"), has_max = !a.has("max_absent");
-  if (has_min) x = binary(b, "stablehlo.maximum", x, arg(b, v, next++, c, a));
-  if (has_max) x = binary(b, "stablehlo.minimum", x, arg(b, v, next++, c, a));
+  if (has_min) x = maximum(b, x, arg(b, v, next++, c, a));
+  if (has_max) x = minimum(b, x, arg(b, v, next++, c, a));
   return {convert(b, x, out_type(a))};
-}
-
-LoweringRule clamp_one(const std::string& op) {
-  return binary_op(op);
 }
 
 // addcmul / addcdiv(self, tensor1, tensor2, value): self + value * (t1 ∘ t2)
@@ -251,9 +247,7 @@ Value python_remainder(FunctionBuilder& b, const Value& x, const Value& y) {
   return select(b, adjust, binary(b, "stablehlo.add", r, y), r);
 }
 
-Value relu(FunctionBuilder& b, const Value& x) {
-  return binary(b, "stablehlo.maximum", x, full_like(b, x, 0));
-}
+Value relu(FunctionBuilder& b, const Value& x) { return maximum(b, x, full_like(b, x, 0)); }
 
 Value silu(FunctionBuilder& b, const Value& x) {
   return binary(b, "stablehlo.multiply", x, sigmoid(b, x));
@@ -266,6 +260,15 @@ Value reciprocal(FunctionBuilder& b, const Value& x) {
 Value log_base(FunctionBuilder& b, const Value& x, double base) {
   return binary(b, "stablehlo.divide", unary(b, "stablehlo.log", x),
                 full_like(b, x, std::log(base)));
+}
+
+// PyTorch's sign of a float is (0 < x) - (x < 0): 0 for NaN, and +0 for -0.
+Value sign(FunctionBuilder& b, const Value& x) {
+  if (x.shape.type == ElementType::kPred) return x;
+  if (!hlo::is_floating(x.shape.type)) return unary(b, "stablehlo.sign", x);
+  Value zero = full_like(b, x, 0);
+  return binary(b, "stablehlo.subtract", convert(b, compare(b, x, zero, "GT"), x.shape.type),
+                convert(b, compare(b, x, zero, "LT"), x.shape.type));
 }
 
 std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
@@ -309,10 +312,7 @@ void register_math_rules(Registry& r) {
           return Values{convert(b, modulus(b, v[0]), out_type(a))};
         },
         all("abs"));
-  r.add("sign", unary_fn([](FunctionBuilder& b, const Value& x) {
-          return x.shape.type == ElementType::kPred ? x : unary(b, "stablehlo.sign", x);
-        }),
-        all("sign"));
+  r.add("sign", unary_fn(sign), all("sign"));
   r.add("floor", rounding("stablehlo.floor"), all("floor"));
   r.add("ceil", rounding("stablehlo.ceil"), all("ceil"));
   r.add("round", rounding("stablehlo.round_nearest_even"), {"round", "round_", "round.out"});
@@ -366,27 +366,27 @@ void register_math_rules(Registry& r) {
   const std::pair<const char*, const char*> comparisons[] = {
       {"eq", "EQ"}, {"ne", "NE"}, {"lt", "LT"}, {"le", "LE"}, {"gt", "GT"}, {"ge", "GE"}};
   for (const auto& [name, direction] : comparisons) {
-    r.elementwise(name, comparison(direction),
+    r.predicate(name, comparison(direction),
                   {std::string(name) + ".Tensor", std::string(name) + ".Scalar",
                    std::string(name) + ".Tensor_out", std::string(name) + ".Scalar_out",
                    std::string(name) + "_.Tensor", std::string(name) + "_.Scalar"});
   }
-  r.elementwise("logical_and", logical("stablehlo.and"), all("logical_and"));
-  r.elementwise("logical_or", logical("stablehlo.or"), all("logical_or"));
-  r.elementwise("logical_xor", logical("stablehlo.xor"), all("logical_xor"));
+  r.predicate("logical_and", logical("stablehlo.and"), all("logical_and"));
+  r.predicate("logical_or", logical("stablehlo.or"), all("logical_or"));
+  r.predicate("logical_xor", logical("stablehlo.xor"), all("logical_xor"));
   r.elementwise("bitwise_and", binary_op("stablehlo.and"), all("bitwise_and"));
   r.elementwise("bitwise_or", binary_op("stablehlo.or"), all("bitwise_or"));
   r.elementwise("bitwise_xor", binary_op("stablehlo.xor"), all("bitwise_xor"));
-  r.elementwise("maximum", binary_op("stablehlo.maximum"), all("maximum"));
+  r.elementwise("maximum", binary_fn(maximum), all("maximum"));
   r.elementwise("shift_left", shift(true), {"__lshift__.Scalar", "__lshift__.Tensor",
                                             "__ilshift__.Scalar", "__ilshift__.Tensor",
                                             "bitwise_left_shift.*"});
   r.elementwise("shift_right", shift(false), {"__rshift__.Scalar", "__rshift__.Tensor",
                                               "__irshift__.Scalar", "__irshift__.Tensor",
                                               "bitwise_right_shift.*"});
-  r.elementwise("minimum", binary_op("stablehlo.minimum"), all("minimum"));
-  r.elementwise("max_other", binary_op("stablehlo.maximum"), {"max.other"});
-  r.elementwise("min_other", binary_op("stablehlo.minimum"), {"min.other"});
+  r.elementwise("minimum", binary_fn(minimum), all("minimum"));
+  r.elementwise("max_other", binary_fn(maximum), {"max.other"});
+  r.elementwise("min_other", binary_fn(minimum), {"min.other"});
   r.elementwise("pow", binary_op("stablehlo.power"),
                 {"pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "pow.Tensor_Tensor_out",
                  "pow.Tensor_Scalar_out", "pow.Scalar_out", "pow_.Scalar", "pow_.Tensor"});
@@ -397,8 +397,8 @@ void register_math_rules(Registry& r) {
                                  "where.ScalarSelf", "where.Scalar"});
   r.elementwise("masked_fill", masked_fill, all("masked_fill"));
   r.elementwise("clamp", clamp, all("clamp"));
-  r.elementwise("clamp_min", clamp_one("stablehlo.maximum"), all("clamp_min"));
-  r.elementwise("clamp_max", clamp_one("stablehlo.minimum"), all("clamp_max"));
+  r.elementwise("clamp_min", binary_fn(maximum), all("clamp_min"));
+  r.elementwise("clamp_max", binary_fn(minimum), all("clamp_max"));
   r.elementwise("addcmul", addc("stablehlo.multiply"), all("addcmul"));
   r.elementwise("addcdiv", addc("stablehlo.divide"), all("addcdiv"));
   r.elementwise("lerp", lerp, all("lerp"));

@@ -13,7 +13,7 @@ Value sum_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
 }
 
 Value max_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
-  Value m = reduce(b, x, axes, extreme(b, x.shape.type, false), "stablehlo.maximum");
+  Value m = reduce_extreme(b, x, axes, true);
   return broadcast_to(b, keep_dims(b, m, x.shape.dims, axes), x.shape.dims);
 }
 
@@ -280,8 +280,9 @@ Values dropout_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Dims shape = out_shape(a);
   Value g = promote(b, v[0], c, shape);
   Value kept = mul(b, g, splat(b, v[2], c, shape));
+  // grad * mask * scale, as in PyTorch: a dropped NaN stays NaN, a dropped -1. gives -0.
   return {convert(b, select(b, promote(b, v[1], ElementType::kPred, shape), kept,
-                            full(b, c, shape, 0)), t)};
+                            mul(b, g, full(b, c, shape, 0))), t)};
 }
 
 // The per-channel axes of batch norm: every dim but 1.

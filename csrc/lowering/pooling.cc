@@ -82,7 +82,12 @@ Values max_pool(FunctionBuilder& b, const Values& v, const Attrs& a) {
         Value tie = b_and(r, compare(r, v1, v2, "EQ"),
                           compare(r, i1, i2, "LT"));
         take1 = b_or(r, take1, tie);
-        if (hlo::is_floating(t)) take1 = b_or(r, take1, compare(r, v1, v1, "NE"));
+        if (hlo::is_floating(t)) {
+          // PyTorch's scan keeps a window's last NaN.
+          Value nan1 = compare(r, v1, v1, "NE"), nan2 = compare(r, v2, v2, "NE");
+          Value nan_pick = select(r, b_and(r, nan1, nan2), compare(r, i1, i2, "GT"), nan1);
+          take1 = select(r, b_or(r, nan1, nan2), nan_pick, take1);
+        }
         Value valid2 = compare(r, i2, constant(r, ElementType::kS64, 0), "GE");
         Value valid1 = compare(r, i1, constant(r, ElementType::kS64, 0), "GE");
         take1 = b_and(r, valid1, b_or(r, take1, unary(r, "stablehlo.not", valid2)));

@@ -50,34 +50,56 @@ Value below(FunctionBuilder& b, const Value& x, const Value& from, const Value& 
   return select(b, compare(b, r, hi, "GE"), next_below, r);
 }
 
-// uniform_(state, from, to): attrs type, shape.
+// A complex output draws its real and imaginary parts as pairs of reals (a trailing dim of 2).
+Dims draw_dims(const Dims& dims, ElementType t) {
+  Dims d = dims;
+  if (hlo::is_complex(t)) d.push_back(2);
+  return d;
+}
+
+// Pairs of reals (last dim 2) as complex numbers of type `t`; reals pass through.
+Value pairs_to(FunctionBuilder& b, const Value& x, ElementType t, const Dims& dims) {
+  if (!hlo::is_complex(t)) return x;
+  Dims start(x.shape.rank(), 0), limit = x.shape.dims;
+  limit.back() = 1;
+  Value re = reshape(b, slice(b, x, start, limit), dims);
+  start.back() = 1;
+  limit.back() = 2;
+  Value im = reshape(b, slice(b, x, start, limit), dims);
+  return b.op("stablehlo.complex", {re, im}, Shape{t, dims});
+}
+
+// uniform_(state, from, to): attrs type, shape. A complex tensor gets both parts in [from, to).
 Values uniform(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = float_for(t);
-  Dims dims = out_shape(a);
-  Bits u = uniform01(b, v[0], c, dims);
-  Value from = splat(b, v[1], c, dims), to = splat(b, v[2], c, dims);
+  ElementType t = out_type(a), part = real_part(t), c = float_for(part);
+  Dims dims = out_shape(a), drawn = draw_dims(dims, t);
+  Bits u = uniform01(b, v[0], c, drawn);
+  Value from = splat(b, v[1], c, drawn), to = splat(b, v[2], c, drawn);
   Value x = binary(b, "stablehlo.add", from,
                    binary(b, "stablehlo.multiply", binary(b, "stablehlo.subtract", to, from),
                           u.bits));
-  return {below(b, x, from, to, t), u.state};
+  return {pairs_to(b, below(b, x, from, to, part), t, dims), u.state};
 }
 
-// normal_(state, mean, std), by Box-Muller.
+// normal_(state, mean, std), by Box-Muller. A complex tensor, as in PyTorch, gets parts of
+// mean `mean` and variance std^2 / 2 each.
 Values normal(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = float_for(t);
-  Dims dims = out_shape(a);
-  Bits u1 = uniform01(b, v[0], c, dims);
-  Bits u2 = uniform01(b, u1.state, c, dims);
-  Value one = full(b, c, dims, 1.0);
+  ElementType t = out_type(a), part = real_part(t), c = float_for(part);
+  Dims dims = out_shape(a), drawn = draw_dims(dims, t);
+  Bits u1 = uniform01(b, v[0], c, drawn);
+  Bits u2 = uniform01(b, u1.state, c, drawn);
+  Value one = full(b, c, drawn, 1.0);
   Value radius = unary(b, "stablehlo.sqrt",
-                       binary(b, "stablehlo.multiply", full(b, c, dims, -2.0),
+                       binary(b, "stablehlo.multiply", full(b, c, drawn, -2.0),
                               unary(b, "stablehlo.log",
                                     binary(b, "stablehlo.subtract", one, u1.bits))));
-  Value angle = binary(b, "stablehlo.multiply", full(b, c, dims, 2 * M_PI), u2.bits);
+  Value angle = binary(b, "stablehlo.multiply", full(b, c, drawn, 2 * M_PI), u2.bits);
   Value z = binary(b, "stablehlo.multiply", radius, unary(b, "stablehlo.cosine", angle));
-  Value x = binary(b, "stablehlo.add", splat(b, v[1], c, dims),
-                   binary(b, "stablehlo.multiply", splat(b, v[2], c, dims), z));
-  return {convert(b, x, t), u2.state};
+  Value std = splat(b, v[2], c, drawn);
+  if (hlo::is_complex(t)) std = binary(b, "stablehlo.multiply", std, full(b, c, drawn, M_SQRT1_2));
+  Value x = binary(b, "stablehlo.add", splat(b, v[1], c, drawn),
+                   binary(b, "stablehlo.multiply", std, z));
+  return {pairs_to(b, convert(b, x, part), t, dims), u2.state};
 }
 
 // bernoulli_(state, p): p a scalar or a tensor of probabilities.
@@ -102,7 +124,8 @@ Values random_integers(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, x, t), r.state};
 }
 
-// native_dropout(state, input, p): (output, mask); kept values are scaled by 1 / (1 - p).
+// native_dropout(state, input, p): (output, mask); kept values are scaled by 1 / (1 - p). As in
+// PyTorch, input * mask * scale: a dropped NaN stays NaN, a dropped negative value gives -0.
 Values dropout(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
   Dims dims = out_shape(a);
@@ -113,8 +136,9 @@ Values dropout(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value x = convert(b, v[1], c);
   Value scale = binary(b, "stablehlo.divide", full(b, c, dims, 1.0),
                        broadcast_to(b, convert(b, keep_probability, c), dims));
-  Value kept = binary(b, "stablehlo.multiply", x, scale);
-  Value y = select(b, keep, kept, full(b, c, dims, 0));
+  // x * 0 written out, not folded into a select of 0: XLA would rewrite x * convert(mask).
+  Value y = select(b, keep, binary(b, "stablehlo.multiply", x, scale),
+                   binary(b, "stablehlo.multiply", x, full(b, c, dims, 0)));
   return {convert(b, y, t), convert(b, keep, out_type(a, 1)), u.state};
 }
 

@@ -14,15 +14,22 @@ int64_t count(const Dims& shape, const Dims& axes) {
   return n;
 }
 
-// sum / prod / amax / amin: operand self, attrs dim (optional), dtype (optional).
-LoweringRule folding(const std::string& op, int init) {  // init: 0, 1, or -1/+1 for max/min
+// sum / prod: operand self, attrs dim (optional), dtype (optional).
+LoweringRule folding(const std::string& op, int init) {
   return [op, init](FunctionBuilder& b, const Values& v, const Attrs& a) {
     ElementType t = out_type(a), c = t == ElementType::kPred ? t : opmath(t);
     Value x = convert(b, v[0], c);
     Dims axes = reduction_dims(a, "dim", x.shape.rank());
-    Value start = init == 2 ? extreme(b, c, false) : init == -2 ? extreme(b, c, true)
-                                                                 : constant(b, c, init);
-    return Values{convert(b, reshape(b, reduce(b, x, axes, start, op), out_shape(a)), t)};
+    Value r = reduce(b, x, axes, constant(b, c, init), op);
+    return Values{convert(b, reshape(b, r, out_shape(a)), t)};
+  };
+}
+
+// amax / amin (and max / min over everything): operand self, attrs dim (optional). NaN wins.
+LoweringRule extremum(bool largest) {
+  return [largest](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    Dims axes = reduction_dims(a, "dim", v[0].shape.rank());
+    return Values{reshape(b, reduce_extreme(b, v[0], axes, largest), out_shape(a))};
   };
 }
 
@@ -117,7 +124,7 @@ LoweringRule variance(bool root, bool with_mean = false) {
     Value correction = v.size() > 1 ? convert(b, v[1], c) : constant(b, c, 1);
     Value divisor = binary(b, "stablehlo.subtract", full(b, c, sq.shape.dims, n),
                            broadcast_to(b, correction, sq.shape.dims));
-    divisor = binary(b, "stablehlo.maximum", divisor, full(b, c, sq.shape.dims, 0));
+    divisor = maximum(b, divisor, full(b, c, sq.shape.dims, 0));
     Value var = binary(b, "stablehlo.divide", sq, divisor);
     if (root) var = unary(b, "stablehlo.sqrt", var);
     Values out{convert(b, reshape(b, var, out_shape(a)), t)};
@@ -130,7 +137,7 @@ Values logsumexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
   Value x = convert(b, v[0], c);
   Dims axes = reduction_dims(a, "dim", x.shape.rank());
-  Value m = reduce(b, x, axes, extreme(b, c, false), "stablehlo.maximum");
+  Value m = reduce_extreme(b, x, axes, true);
   // An all -inf slice keeps -inf (not NaN): shift by 0 there.
   Value finite = b.op("stablehlo.is_finite", {m}, Shape{ElementType::kPred, m.shape.dims});
   Value shift = select(b, finite, m, full(b, c, m.shape.dims, 0));
@@ -186,8 +193,7 @@ Values vector_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
   double ord = a.f("ord");
   Value r;
   if (std::isinf(ord)) {
-    r = reduce(b, x, axes, extreme(b, c, ord < 0), ord > 0 ? "stablehlo.maximum"
-                                                           : "stablehlo.minimum");
+    r = reduce_extreme(b, x, axes, ord > 0);
   } else if (ord == 0) {
     Value nonzero = convert(b, compare(b, x, full(b, c, x.shape.dims, 0), "NE"), c);
     r = reduce(b, nonzero, axes, constant(b, c, 0), "stablehlo.add");
@@ -263,8 +269,8 @@ void register_reduction_rules(Registry& r) {
         {"sum", "sum.dim_IntList", "sum.IntList_out", "sum.out"});
   r.add("prod", folding("stablehlo.multiply", 1), {"prod", "prod.dim_int", "prod.int_out",
                                                   "prod.out"});
-  r.add("amax", folding("stablehlo.maximum", 2), {"amax", "amax.out", "max", "max.unary_out"});
-  r.add("amin", folding("stablehlo.minimum", -2), {"amin", "amin.out", "min", "min.unary_out"});
+  r.add("amax", extremum(true), {"amax", "amax.out", "max", "max.unary_out"});
+  r.add("amin", extremum(false), {"amin", "amin.out", "min", "min.unary_out"});
   r.add("mean", mean, {"mean", "mean.dim", "mean.out", "mean.dtype_out"});
   r.add("any", boolean("stablehlo.or", false),
         {"any", "any.dim", "any.dims", "any.out", "any.dims_out", "any.all_out"});

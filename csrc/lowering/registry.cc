@@ -47,13 +47,18 @@ void Registry::elementwise(const std::string& op, LoweringRule rule,
   bind(op, rule, std::move(aten_ops), true);
 }
 
+void Registry::predicate(const std::string& op, LoweringRule rule,
+                         std::vector<std::string> aten_ops) {
+  bind(op, rule, std::move(aten_ops), true, true);
+}
+
 void Registry::bind(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops,
-                    bool elementwise) {
+                    bool elementwise, bool boolean_result) {
   if (!table().rules.emplace(op, rule).second) {
     throw std::logic_error("torchtpu: two lowering rules for '" + op + "'");
   }
   for (std::string& aten : aten_ops) {
-    table().bindings.push_back({std::move(aten), op, elementwise});
+    table().bindings.push_back({std::move(aten), op, elementwise, boolean_result});
   }
 }
 

@@ -55,6 +55,8 @@ struct AtenBinding {
   // Broadcasting elementwise op: the glue checks shapes and output casts as PyTorch's
   // TensorIterator does, with its messages.
   bool elementwise = false;
+  // Its result is bool (comparisons, logical ops), which PyTorch casts into any output dtype.
+  bool boolean_result = false;
 };
 // Every ATen operator a rule implements.
 const std::vector<AtenBinding>& aten_bindings();
@@ -64,10 +66,12 @@ class Registry {
   void add(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops = {});
   // The same, for a broadcasting elementwise op.
   void elementwise(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops);
+  // The same, for a broadcasting elementwise op with a bool result.
+  void predicate(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops);
 
  private:
   void bind(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops,
-            bool elementwise);
+            bool elementwise, bool boolean_result = false);
 };
 
 // Each op family adds its rules here; called once when the table is built.

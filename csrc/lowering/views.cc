@@ -27,14 +27,14 @@ Value retype_flat(FunctionBuilder& b, Value flat, ElementType type) {
   int64_t n = flat.shape.dims[0];
   // bitcast_convert refuses complex types: go through their (real, imaginary) pairs.
   if (hlo::is_complex(from)) {
-    ElementType part = from == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(from);
     Shape pair{part, {n, 1}};
     Value re = reshape(b, b.op("stablehlo.real", {flat}, Shape{part, {n}}), pair.dims);
     Value im = reshape(b, b.op("stablehlo.imag", {flat}, Shape{part, {n}}), pair.dims);
     return retype_flat(b, reshape(b, concatenate(b, {re, im}, 1), {2 * n}), type);
   }
   if (hlo::is_complex(type)) {
-    ElementType part = type == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    ElementType part = real_part(type);
     Value parts = retype_flat(b, flat, part);
     int64_t m = parts.shape.dims[0] / 2;
     Value pairs = reshape(b, slice(b, parts, {0}, {2 * m}), {m, 2});

@@ -55,6 +55,49 @@ def fallback_error():
     torchtpu._C._set_cpu_fallback_policy("warn")
 
 
+@pytest.fixture(params=["strict", "debug", "defer_and_fuse"])
+def each_eager_mode(request):
+    """Runs the test once in each eager mode."""
+    with torchtpu.eager_mode(request.param):
+        yield request.param
+
+
+def _outcome(fn, device):
+    """("ok", the flattened results on the CPU) or ("raised", the exception type)."""
+    from torch.utils._pytree import tree_flatten
+    try:
+        result = fn(device)
+    except Exception as e:  # noqa: BLE001  (the type is what is compared)
+        return "raised", type(e)
+    flat = tree_flatten(tuple(result) if isinstance(result, tuple) else result)[0]
+    return "ok", [t.cpu() if isinstance(t, torch.Tensor) else t for t in flat]
+
+
+def assert_same_as_cpu(fn, values=True, floating_only=False):
+    """fn(device) on "cpu" and on "tpu": the same exception type where the CPU raises, else the
+    same dtypes, shapes and values (NaN equal to NaN, and the sign of each zero). `values=False`
+    compares only whether and what it raises; `floating_only` skips integer results (indices of
+    ties an op may order as it likes)."""
+    expected, got = _outcome(fn, "cpu"), _outcome(fn, "tpu")
+    assert expected[0] == got[0], f"cpu: {expected}, tpu: {got}"
+    if expected[0] == "raised":
+        assert got[1] is expected[1], f"cpu raised {expected[1]}, tpu {got[1]}"
+        return
+    if not values:
+        return
+    assert len(got[1]) == len(expected[1])
+    for e, g in zip(expected[1], got[1]):
+        if not isinstance(e, torch.Tensor):
+            assert g == e
+            continue
+        if floating_only and not e.is_floating_point():
+            continue
+        assert g.dtype == e.dtype and g.shape == e.shape, (e, g)
+        torch.testing.assert_close(g, e, equal_nan=True, rtol=1e-6, atol=1e-6)
+        if e.is_floating_point():
+            assert torch.equal(torch.signbit(g) & ~g.isnan(), torch.signbit(e) & ~e.isnan()), (e, g)
+
+
 @pytest.fixture
 def strict_mode():
     """For tests of Strict mode's own behaviour (one program per op)."""

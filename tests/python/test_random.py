@@ -99,3 +99,59 @@ def test_draws_stay_on_device_and_compile_once():
     for _ in range(5):
         torch.rand(32, device="tpu")
     assert torchtpu.metrics()["executables_compiled"] == before
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_draws_have_the_cpu_law(dtype, each_eager_mode):
+    # As on the CPU: randn's parts have variance 1/2 each, rand's lie in [0, 1), normal_(m, s)
+    # gives parts of mean m and variance s^2 / 2, uniform_(a, b) parts in [a, b).
+    torch.manual_seed(0)
+    z = torch.randn(200_000, dtype=dtype, device="tpu").cpu()
+    assert z.dtype == dtype
+    for part in (z.real.double(), z.imag.double()):
+        assert abs(part.mean()) < 0.01 and abs(part.var() - 0.5) < 0.01
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]).double())[0, 1]) < 0.01
+    u = torch.rand(200_000, dtype=dtype, device="tpu").cpu()
+    for part in (u.real, u.imag):
+        assert part.min() >= 0 and part.max() < 1 and abs(part.double().mean() - 0.5) < 0.01
+    n = torch.empty(200_000, dtype=dtype, device="tpu").normal_(1.0, 2.0).cpu()
+    for part in (n.real.double(), n.imag.double()):
+        assert abs(part.mean() - 1.0) < 0.02 and abs(part.var() - 2.0) < 0.04
+    v = torch.empty(10_000, dtype=dtype, device="tpu").uniform_(2, 5).cpu()
+    assert v.real.min() >= 2 and v.imag.max() < 5
+
+
+def test_complex_draws_replay_from_the_seed(each_eager_mode):
+    torch.manual_seed(7)
+    first = [torch.randn(16, dtype=torch.complex64, device="tpu").cpu(),
+             torch.rand(16, dtype=torch.complex64, device="tpu").cpu()]
+    torch.manual_seed(7)
+    second = [torch.randn(16, dtype=torch.complex64, device="tpu").cpu(),
+              torch.rand(16, dtype=torch.complex64, device="tpu").cpu()]
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    assert not torch.equal(first[0].real, first[0].imag)
+
+
+def test_complex_draws_do_not_fall_back(fallback_error):
+    torch.randn(4, dtype=torch.complex64, device="tpu")
+    torch.empty(4, dtype=torch.complex128, device="tpu").uniform_()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_draws_of_non_floating_dtypes_raise_like_cpu(dtype):
+    for draw in (lambda t: t.normal_(), lambda t: t.uniform_()):
+        with pytest.raises(NotImplementedError):
+            draw(torch.empty(2, dtype=dtype))
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            draw(torch.empty(2, dtype=dtype, device="tpu"))
+
+
+def test_dropout_keeps_nan_and_signed_zeros_as_cpu(each_eager_mode):
+    # CPU computes input * mask * scale: a dropped NaN stays NaN, a dropped -1. gives -0.
+    torch.manual_seed(0)
+    y = torch.nn.functional.dropout(torch.full((1000,), float("nan"), device="tpu"), 0.5).cpu()
+    assert y.isnan().all()
+    z = torch.nn.functional.dropout(-torch.ones(1000, device="tpu"), 0.5).cpu()
+    dropped = z == 0
+    assert 300 < int(dropped.sum()) < 700 and torch.signbit(z[dropped]).all()
+    assert torch.equal(z[~dropped], torch.full_like(z[~dropped], -2.0))
