@@ -9,8 +9,6 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0.
 
 from __future__ import annotations
 
-import os
-
 
 def _autoload() -> None:
     """Entry point of the torch.backends group: importing this module does the work. Defined
@@ -24,7 +22,7 @@ __version__ = "0.1.0"
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
+from . import _C, _config, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
 from . import _compile_cache as _cache  # noqa: E402
 from . import _compile, device_module  # noqa: E402
 
@@ -36,7 +34,7 @@ except ValueError as _e:  # reported at first use, like a plugin problem
     _choice.path = ""
 _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable, _cache_dir,
               _cache_max, __version__)
-_C._set_cpu_fallback_policy(os.environ.get("TORCHTPU_CPU_FALLBACK", "warn").strip().lower())
+_C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
 
 from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 

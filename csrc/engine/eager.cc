@@ -1,7 +1,6 @@
 #include "engine/eager.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <unordered_map>
 
 #include "engine/runtime.h"
@@ -12,15 +11,8 @@ namespace {
 std::atomic<int> current_mode{static_cast<int>(EagerMode::kStrict)};
 
 // Past this many nodes a pending program is run, bounding compile time and memory held
-// (TORCHTPU_DEFER_MAX_NODES, default 4000).
-size_t max_pending_nodes() {
-  static const size_t bound = [] {
-    const char* text = std::getenv("TORCHTPU_DEFER_MAX_NODES");
-    long value = text ? std::strtol(text, nullptr, 10) : 0;
-    return value > 0 ? static_cast<size_t>(value) : size_t{4000};
-  }();
-  return bound;
-}
+// (TORCHTPU_DEFER_MAX_NODES, read by the Python package).
+std::atomic<size_t> max_nodes{4000};
 
 // Shorter programs are not watched for repeats: a few ops that happen to open a longer sequence
 // must not cut it.
@@ -70,6 +62,10 @@ void run_pending(Pending& p) {
 }
 
 }  // namespace
+
+size_t max_pending_nodes() { return max_nodes.load(); }
+
+void set_max_pending_nodes(size_t nodes) { max_nodes = nodes > 0 ? nodes : 1; }
 
 EagerMode eager_mode() { return static_cast<EagerMode>(current_mode.load()); }
 
@@ -176,7 +172,7 @@ void Recording::finish() {
       p.program->fingerprint().bytes() == p.last_fingerprint) {
     ++repeats;
     run_pending(p);
-  } else if (p.program->size() > max_pending_nodes()) {
+  } else if (p.program->size() > max_nodes.load()) {
     run_pending(p);
   }
 }

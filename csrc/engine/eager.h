@@ -21,6 +21,10 @@ EagerMode eager_mode();
 // Flushes every device's pending work first.
 void set_eager_mode(EagerMode mode);
 
+// DeferAndFuse runs a pending program once it grows past this many nodes (default 4000).
+size_t max_pending_nodes();
+void set_max_pending_nodes(size_t nodes);
+
 // Runs the device's pending program, if any.
 void flush(int device);
 void flush_all();

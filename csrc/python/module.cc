@@ -227,6 +227,8 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_eager_mode", [] { return static_cast<int>(engine::eager_mode()); });
+  m.def("_defer_max_nodes", &engine::max_pending_nodes);
+  m.def("_set_defer_max_nodes", &engine::set_max_pending_nodes);
   m.def("_flush", [](int device) {
     without_gil([device] {
       engine::flush(device);
