@@ -75,6 +75,7 @@ void set_eager_mode(EagerMode mode) {
 }
 
 void flush(int device) {
+  refuse_in_forked_child();  // a flush precedes every read to the host
   Pending& p = pending(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   run_pending(p);
@@ -146,6 +147,7 @@ void forget_storage(Program* program, StorageHandle* storage) {
 }
 
 Recording::Recording(int device) : device_(device) {
+  refuse_in_forked_child();  // before the lock: the fork may have copied it held
   Pending& p = pending(device);
   lock_ = std::unique_lock<std::recursive_mutex>(p.mutex);
   if (deferring()) {

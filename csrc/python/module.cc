@@ -202,6 +202,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"));
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
+  m.def("_is_in_bad_fork", &engine::in_forked_child);
   m.def("_device_count", &engine::Runtime::device_count_or_zero);
   m.def("_device_name", [] { return engine::Runtime::get().device_name(); });
   m.def("_device_kind",
