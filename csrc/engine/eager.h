@@ -1,8 +1,8 @@
 // The eager modes. Strict runs each op as its own program as soon as it is recorded; Debug also
 // waits for it, so an error surfaces at the op that caused it; DeferAndFuse records ops into one
 // pending program per device and runs it at a sync point (a read to the host, a mode switch,
-// synchronize, a size bound), so a sequence of ops compiles to one fused executable whose
-// intermediates that no tensor still references are never materialized.
+// synchronize, a size bound, a repeating step), so a sequence of ops compiles to one fused
+// executable whose intermediates that no tensor still references are never materialized.
 #pragma once
 
 #include <cstdint>
