@@ -9,6 +9,8 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0.
 
 from __future__ import annotations
 
+import atexit
+
 
 def _autoload() -> None:
     """Entry point of the torch.backends group: importing this module does the work. Defined
@@ -22,7 +24,7 @@ __version__ = "0.1.0"
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C, _config, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
+from . import _C, _config, _plugins  # noqa: E402  (_C registers kernels: it needs the name)
 from . import _compile_cache as _cache  # noqa: E402
 from . import _compile, device_module  # noqa: E402
 
@@ -39,6 +41,8 @@ _C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "er
 from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 
 eager._from_environment()
+# Daemon threads still running tpu ops at exit wait in the engine instead of aborting the process.
+atexit.register(_C._close_for_exit)
 
 if not hasattr(torch, "tpu"):
     torch._register_device_module("tpu", device_module)

@@ -110,6 +110,7 @@ void set_eager_mode(EagerMode mode) {
 
 void flush(int device) {
   refuse_in_forked_child();  // a flush precedes every read to the host
+  EngineWork work;
   Pending& p = pending(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   run_pending(p);

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/exit_gate.h"
 #include "engine/program.h"
 
 namespace torchtpu::engine {
@@ -58,7 +59,8 @@ struct DeferStats {
 DeferStats defer_stats();
 
 // One op being recorded: into the device's pending program under DeferAndFuse, else into a
-// program of its own. Holds the device's lock while it lives.
+// program of its own. Holds the device's lock while it lives; is engine work (exit_gate.h) for
+// a little longer, on both sides of the lock.
 class Recording {
  public:
   explicit Recording(int device);
@@ -72,6 +74,7 @@ class Recording {
   void finish();
 
  private:
+  EngineWork work_;  // first in, last out: no lock is held where it may wait
   std::unique_lock<std::recursive_mutex> lock_;
   std::unique_ptr<Program> own_;
   Program* program_;

@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+
+#include "engine/exit_gate.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -72,6 +75,8 @@ bool in_forked_child() { return forked_child.load(); }
 
 Runtime& Runtime::get() {
   refuse_in_forked_child();  // before the lock: the fork may have copied it held
+  std::optional<EngineWork> starting;  // loading the plugin takes seconds
+  if (!started()) starting.emplace();
   std::lock_guard<std::mutex> lock(config_mutex());
   StartResult& r = start_result();
   if (!r.tried) {

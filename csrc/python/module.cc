@@ -189,6 +189,12 @@ class PyCompiledGraph {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu's C++ runtime";
+  engine::set_thread_questions(
+      {[] {  // PyGILState_Check says yes to everyone once finalization disabled its check
+         PyThreadState* mine = PyGILState_GetThisThreadState();
+         return mine != nullptr && mine == _PyThreadState_UncheckedGet();
+       },
+       [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; }});
   m.def(
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
@@ -216,6 +222,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", &aten::set_current_device);
   m.def("_synchronize", [](int device) {
     without_gil([device] {
+      engine::EngineWork work;
       engine::flush(device);
       engine::Runtime::get().synchronize(device);
       return 0;
@@ -237,6 +244,13 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_capturing", &engine::capturing);
+  // At interpreter exit (an atexit hook): other threads' tpu work never returns into Python.
+  m.def("_close_for_exit", [] {
+    without_gil([] {
+      engine::close_for_exit();
+      return 0;
+    });
+  });
   py::class_<PyCompiledGraph>(m, "_CompiledGraph")
       .def(py::init<>())
       .def("run", &PyCompiledGraph::run)

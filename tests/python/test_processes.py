@@ -84,7 +84,44 @@ def test_fork_before_start_leaves_the_child_free_to_use_tpu():
                   (torch.ones(3, device="tpu") + 1).cpu().tolist(), flush=True)
             os._exit(0)
         _, status = os.waitpid(pid, 0)
-        print("parent", os.waitstatus_to_exitcode(status), (torch.ones(2, device="tpu") * 3).tolist())
+        print("parent", os.waitstatus_to_exitcode(status),
+              (torch.ones(2, device="tpu") * 3).tolist())
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["child False [2.0, 2.0, 2.0]", "parent 0 [3.0, 3.0]"]
+
+
+def test_exit_while_daemon_threads_run_tpu_ops_is_clean():
+    r = run_python("""
+        import threading, torch
+        steps = [0, 0]
+        def work(n):
+            x = torch.ones(64, 64, device="tpu") * (n + 1)
+            while True:
+                x = (x @ x).tanh()
+                x.sum().item()
+                steps[n] += 1
+        for n in range(2):
+            threading.Thread(target=work, args=(n,), daemon=True).start()
+        while min(steps) < 3:  # every op the loop runs has been seen once: now in full swing
+            threading.Event().wait(0.05)
+        print("exiting", flush=True)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "exiting"
+    assert "terminate called" not in r.stderr
+
+
+def test_exit_with_an_idle_daemon_thread_that_used_tpu_is_clean():
+    r = run_python("""
+        import threading, torch
+        done, never = threading.Event(), threading.Event()
+        def work():
+            print((torch.ones(3, device="tpu") + 1).tolist(), flush=True)
+            done.set()
+            never.wait()
+        threading.Thread(target=work, daemon=True).start()
+        done.wait(120)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[2.0, 2.0, 2.0]"
