@@ -31,8 +31,12 @@ struct Pending {
   // program has repeated; once known, the pending program is cut every `period` ops. A period
   // whose cuts twice in a row do not give the program before them is dropped (a longer one is
   // looked for). program_ops/bytes/nodes: the pending program's ops and size after its last op.
+  // A period is only looked for once more ops followed the last sync point than came between
+  // the two before it: a loop that reads a value every step is cut there, not inside its step
+  // (at a repeated layer, say).
   StepPeriod ops;
   size_t period = 0, min_period = 1, mismatches = 0;
+  size_t segment_ops = 0, last_segment_ops = 0;
   size_t program_ops = 0, program_bytes = 0, program_nodes = 0;
   std::string period_fingerprint;  // of the last program cut by the period
 };
@@ -62,6 +66,8 @@ std::string capture_reason;  // why the capture breaks, if it was said
 // forgets the ops seen and the period found.
 void run_pending(Pending& p, bool sync = true) {
   if (sync) {
+    if (p.segment_ops > 0) p.last_segment_ops = p.segment_ops;
+    p.segment_ops = 0;
     p.ops.clear();
     p.period = 0;
     p.min_period = 1;
@@ -210,8 +216,10 @@ void Recording::finish() {
   size_t found = 0;
   if (nodes > p.program_nodes) {
     ++p.program_ops;
+    ++p.segment_ops;
     if (p.period == 0) {
       found = p.ops.add(bytes - p.program_bytes, nodes - p.program_nodes, p.min_period);
+      if (p.segment_ops <= p.last_segment_ops) found = 0;
     }
     p.program_bytes = bytes;
     p.program_nodes = nodes;

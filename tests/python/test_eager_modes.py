@@ -283,3 +283,24 @@ def test_a_training_loop_without_host_reads_compiles_a_handful_of_programs():
     assert counts["executables_compiled"] <= 10, counts
     assert counts["deferred_cache_misses"] <= 3, counts
     assert counts["deferred_repeat_flushes"] >= 25, counts
+
+
+def test_a_loop_that_reads_a_value_every_step_is_cut_only_there():
+    """A step made of two equal halves is not cut between them once reads mark the steps."""
+    with torchtpu.eager_mode("defer_and_fuse"):
+        x = torch.zeros(8, device="tpu")
+
+        def step(x):
+            for _ in range(2):  # two equal blocks of 40 ops
+                for _ in range(20):
+                    x = x * 0.5 + 1
+            x.sum().item()
+            return x
+
+        x = step(step(x))
+        before = metrics()
+        for _ in range(4):
+            x = step(x)
+        after = metrics()
+    assert after["deferred_flushes"] - before["deferred_flushes"] == 4
+    assert after["deferred_cache_misses"] == before["deferred_cache_misses"]
