@@ -49,6 +49,7 @@ bench: build
 	$(PY) benchmarks/eager_step.py
 	$(PY) benchmarks/eager_modes.py
 	$(PY) benchmarks/compile.py
+	$(PY) benchmarks/index_checks.py
 
 clean:
 	rm -rf build torchtpu/*.so

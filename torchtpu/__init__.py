@@ -31,12 +31,14 @@ from . import _compile, device_module  # noqa: E402
 _choice = _plugins.choose()
 try:
     _cache_dir, _cache_max = _cache.directory() or "", _cache.max_bytes()
+    _memory_max = _cache.memory_max_bytes()
 except ValueError as _e:  # reported at first use, like a plugin problem
-    _choice.unavailable, _cache_dir, _cache_max = f"torchtpu: {_e}", "", 0
+    _choice.unavailable, _cache_dir, _cache_max, _memory_max = f"torchtpu: {_e}", "", 0, 0
     _choice.path = ""
 _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable, _cache_dir,
-              _cache_max, __version__)
+              _cache_max, __version__, _memory_max)
 _C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
+_C._set_index_checks(_config.flag("TORCHTPU_INDEX_CHECKS", True))
 
 from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 

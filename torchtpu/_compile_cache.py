@@ -5,7 +5,9 @@
     python -m torchtpu.cache prune [--max-bytes N]   # evict least recently used entries
 
 TORCHTPU_CACHE_DIR chooses the folder (default ~/.cache/torchtpu), TORCHTPU_CACHE=0 turns the
-cache off, TORCHTPU_CACHE_MAX_BYTES bounds it (default 4 GiB).
+cache off, TORCHTPU_CACHE_MAX_BYTES bounds it (default 4 GiB). The folder must be the user's own and
+writable by no one else (it is created 0700); see the README's trust model.
+TORCHTPU_MEMORY_CACHE_MAX_BYTES bounds the executables kept in the process.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import atexit
 import fcntl
 import json
 import os
-import time
+import stat
 
 from . import _config
 
@@ -31,15 +33,27 @@ def directory() -> str | None:
         os.path.expanduser("~"), ".cache", "torchtpu")
 
 
-def max_bytes() -> int:
-    text = os.environ.get("TORCHTPU_CACHE_MAX_BYTES", str(DEFAULT_MAX_BYTES))
+def _bytes_from_environment(variable: str, default: int) -> int:
+    text = os.environ.get(variable, str(default))
     try:
         value = int(text)
     except ValueError:
         value = -1
     if value < 0:
-        raise ValueError(f"TORCHTPU_CACHE_MAX_BYTES must be a number of bytes, not {text!r}")
+        raise ValueError(f"{variable} must be a number of bytes, not {text!r}")
     return value
+
+
+def max_bytes() -> int:
+    return _bytes_from_environment("TORCHTPU_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)
+
+
+def memory_max_bytes() -> int:
+    """The bound of the in-process executable cache (least recently used go first)."""
+    from . import _C
+
+    return _bytes_from_environment("TORCHTPU_MEMORY_CACHE_MAX_BYTES",
+                                   _C._memory_cache_default_max_bytes)
 
 
 def _entries(folder: str) -> list[tuple[str, int, float]]:
@@ -52,10 +66,11 @@ def _entries(folder: str) -> list[tuple[str, int, float]]:
         if name.endswith(SUFFIX):
             path = os.path.join(folder, name)
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except FileNotFoundError:
                 continue
-            out.append((path, st.st_size, st.st_mtime))
+            if stat.S_ISREG(st.st_mode):
+                out.append((path, st.st_size, st.st_mtime))
     return out
 
 
@@ -63,16 +78,23 @@ def _update_stats(folder: str, hits: int, misses: int) -> None:
     """Adds this process's disk hits and misses to the folder's running totals."""
     if not hits and not misses:
         return
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, STATS + ".lock"), "w") as lock:
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    with _private_file(os.path.join(folder, STATS + ".lock"), os.O_RDWR) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         totals = _read_stats(folder)
         totals["hits"] += hits
         totals["misses"] += misses
         tmp = os.path.join(folder, f"{STATS}.{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
+        with _private_file(tmp, os.O_WRONLY | os.O_TRUNC) as f:
             json.dump(totals, f)
         os.replace(tmp, os.path.join(folder, STATS))
+
+
+def _private_file(path: str, flags: int):
+    """Opens `path` for writing as a 0600 file (whatever the umask), never through a symlink."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "r+" if flags & os.O_RDWR else "w")
 
 
 def _read_stats(folder: str) -> dict:
@@ -123,30 +145,12 @@ def clear(folder: str) -> int:
 
 
 def prune(folder: str, limit: int) -> int:
-    """Evicts least recently used entries until the folder holds at most `limit` bytes; also
-    removes temporary files a killed writer left behind."""
-    removed = 0
-    now = time.time()
-    for name in os.listdir(folder) if os.path.isdir(folder) else []:
-        if ".tmp." in name:
-            path = os.path.join(folder, name)
-            try:
-                if now - os.stat(path).st_mtime > 3600:
-                    os.remove(path)
-            except FileNotFoundError:
-                pass
-    entries = sorted(_entries(folder), key=lambda e: e[2])
-    total = sum(e[1] for e in entries)
-    for path, size, _ in entries:
-        if total <= limit:
-            break
-        try:
-            os.remove(path)
-            total -= size
-            removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
+    """Evicts least recently used entries until the folder holds at most `limit` bytes, temporary
+    files included; also removes temporary files a killed writer left behind. The same eviction
+    runs after every store."""
+    from . import _C
+
+    return _C._prune_disk_cache(folder, limit) if os.path.isdir(folder) else 0
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,7 @@ def choice(name: str, choices: tuple[str, ...], default: str) -> str:
 
 
 def flag(name: str, default: bool) -> bool:
-    """1/true/on/yes or 0/false/off/no."""
+    """0/false/off/no or 1/true/on/yes."""
     text = os.environ.get(name, "").strip().lower()
     if not text:
         return default
@@ -33,7 +33,7 @@ def flag(name: str, default: bool) -> bool:
         return True
     if text in ("0", "false", "off", "no"):
         return False
-    _ignored(name, text, "1 or 0", int(default))
+    _ignored(name, text, "0 or 1", int(default))
     return default
 
 

@@ -192,11 +192,10 @@ std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs)
       TORCH_INTERNAL_ASSERT(buffer, "torchtpu: a compiled graph's argument has no buffer");
       args.push_back(buffer->raw());
     }
-    auto results = executable_->execute(args, runtime.device(device_));
+    std::vector<std::shared_ptr<pjrt::Buffer>> results = runtime.execute(*executable_, args, device_);
     for (size_t k = 0; k < targets_.size(); ++k) {
       const Target& t = targets_[k];
       std::shared_ptr<pjrt::Buffer> buffer = std::move(results[k]);
-      runtime.in_flight(device_, buffer);
       engine::StorageHandle* s = t.input >= 0 ? &storage_handle(inputs[t.input].storage())
                                  : t.storage  ? t.storage
                                  : t.made >= 0 ? &storage_handle(made[t.made])

@@ -6,12 +6,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/TypeProperties.h>
-#include <ATen/WrapDimUtils.h>
-#include <ATen/ops/all.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/isfinite.h>
-#include <ATen/ops/max.h>
-#include <ATen/ops/min.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <cstdlib>
@@ -20,6 +15,7 @@
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "aten/value_checks.h"
 #include "engine/eager.h"
 #include "lowering/registry.h"
 
@@ -75,21 +71,6 @@ c10::IValue to_meta(const c10::IValue& v) {
     return list;
   }
   return v;
-}
-
-// The tensors an argument holds (one, a list, or none).
-std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
-  std::vector<at::Tensor> out;
-  if (v.isTensor()) {
-    if (v.toTensor().defined()) out.push_back(v.toTensor());
-  } else if (v.isTensorList()) {
-    out = v.toTensorVector();
-  } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor() && e.toTensor().defined()) out.push_back(e.toTensor());
-    }
-  }
-  return out;
 }
 
 int scalar_operand(engine::Program& p, const c10::Scalar& s) {
@@ -369,6 +350,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
               c10::Device device) {
   const auto& arguments = schema.arguments();
+  std::vector<IndexAssert> asserts = index_asserts(rule, schema, args);
   engine::Recording recording(device.index());
   engine::Program& p = recording.program();
   std::vector<int> operands;
@@ -416,70 +398,12 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
     }
+    record_index_asserts(p, asserts);
     recording.finish();
   } catch (const lowering::Refused& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   }
 }
-
-namespace {
-
-// Debug mode: the checks a CPU kernel makes on index values, which a device program cannot
-// raise. Each index tensor against the size of the dimension it indexes.
-void check_indices(const lowering::AtenBinding& binding, const c10::FunctionSchema& schema,
-                   const std::vector<c10::IValue>& args) {
-  const std::string& rule = binding.rule;
-  auto arg = [&](const char* name) -> const c10::IValue* {
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (schema.arguments()[i].name() == name) return &args[i];
-    }
-    return nullptr;
-  };
-  auto check = [&](const at::Tensor& index, int64_t dim, int64_t size) {
-    if (!index.defined() || index.numel() == 0) return;
-    int64_t low = index.min().item<int64_t>(), high = index.max().item<int64_t>();
-    int64_t bad = high >= size ? high : low < -size ? low : 0;
-    TORCH_CHECK_INDEX(high < size && low >= -size, schema.name(), ": index ", bad,
-                      " is out of bounds for dimension ", dim, " with size ", size);
-  };
-  const c10::IValue* self = arg("self");
-  if (rule == "index_select" || rule == "gather" || rule == "scatter" || rule == "scatter_add") {
-    const at::Tensor& x = self->toTensor();
-    int64_t dim = at::maybe_wrap_dim(arg("dim")->toInt(), std::max<int64_t>(x.dim(), 1));
-    check(arg("index")->toTensor(), dim, x.dim() == 0 ? 1 : x.size(dim));
-  } else if (rule == "index" || rule == "index_put") {
-    const at::Tensor& x = self->toTensor();
-    int64_t dim = 0;
-    for (const c10::IValue& e : arg("indices")->toListRef()) {
-      if (e.isTensor() && e.toTensor().defined()) check(e.toTensor(), dim, x.size(dim));
-      ++dim;
-    }
-  } else if (rule == "embedding_backward") {
-    check(arg("indices")->toTensor(), 0, arg("num_weights")->toInt());
-  }
-}
-
-// Debug mode with TORCHTPU_DEBUG_NANS=1: the first op whose result holds a NaN or an infinity.
-void check_finite(const c10::FunctionSchema& schema, const std::vector<at::Tensor>& outputs) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TORCHTPU_DEBUG_NANS");
-    return v != nullptr && std::string(v) != "0" && std::string(v) != "";
-  }();
-  // The check runs ops itself (isfinite may decompose into abs, ne, ...): not those.
-  static thread_local bool checking = false;
-  if (!enabled || checking) return;
-  checking = true;
-  struct Reset {
-    ~Reset() { checking = false; }
-  } reset;
-  for (const at::Tensor& out : outputs) {
-    if (!out.defined() || !out.is_floating_point() || out.numel() == 0) continue;
-    TORCH_CHECK(at::isfinite(out).all().item<bool>(), "torchtpu debug: ", schema.name(),
-                " produced a NaN or an infinity (TORCHTPU_DEBUG_NANS=1)");
-  }
-}
-
-}  // namespace
 
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
@@ -494,38 +418,12 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const auto& list : held) {
     for (const at::Tensor& t : list) all.push_back(&t);
   }
-  // A boolean mask in an index list stands for the coordinates of its true elements (PyTorch's
-  // rule): replace it by them, one index tensor per mask dimension, and dispatch again.
-  for (c10::IValue& v : args) {
-    if (!v.isList() || v.isIntList() || v.isBoolList() || v.isDoubleList() || v.isTensorList()) {
-      continue;
-    }
-    bool has_mask = false;
-    for (const at::Tensor& t : tensors_of(v)) {
-      has_mask = has_mask || t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
-    }
-    if (!has_mask) continue;
-    c10::List<std::optional<at::Tensor>> expanded;
-    for (const c10::IValue& e : v.toListRef()) {
-      if (!e.isTensor() || (e.toTensor().scalar_type() != at::kBool &&
-                            e.toTensor().scalar_type() != at::kByte)) {
-        expanded.push_back(e.isTensor() ? std::optional<at::Tensor>(e.toTensor()) : std::nullopt);
-        continue;
-      }
-      at::Tensor coords = torchtpu::aten::nonzero(e.toTensor());
-      for (int64_t d = 0; d < coords.size(1); ++d) expanded.push_back(coords.select(1, d));
-    }
-    v = expanded;
-    for (c10::IValue& a : args) stack->push_back(std::move(a));
-    op.callBoxed(stack);
-    return;
-  }
+  if (expand_index_masks(op, args, stack)) return;
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
 
   // Debug's checks read values to the host: not while a compiled graph is being captured.
   bool debug = engine::eager_mode() == engine::EagerMode::kDebug && !engine::capturing();
-  if (debug) check_indices(binding, schema, args);
 
   hlo::Fingerprint key;
   key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));

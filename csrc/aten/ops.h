@@ -65,6 +65,12 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
               c10::Device device);
 
+// Replaces each boolean or uint8 mask in an index list argument by the coordinates of its true
+// elements, one index tensor per mask dimension, and calls the op again on the stack; false when
+// the op has no mask (index_masks.cc).
+bool expand_index_masks(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
+                        torch::jit::Stack* stack);
+
 // Convolutions and batch norm, whose shapes torchtpu computes itself (ops_conv.cc).
 void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);

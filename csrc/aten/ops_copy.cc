@@ -4,6 +4,7 @@
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "engine/device_asserts.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
 
@@ -46,6 +47,7 @@ void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst) {
                 dst.sizes() == src.sizes() && !dst.is_conj() && !dst.is_neg();
   at::Tensor host = direct ? dst : at::empty(src.sizes(), dst.options().dtype(src.scalar_type()));
   if (src.numel() > 0) dense_buffer(src)->to_host(host.data_ptr(), host.nbytes());
+  engine::raise_failed_asserts(src.device().index());  // a wait: as CUDA's, it reports them
   if (!direct) dst.copy_(host);
 }
 

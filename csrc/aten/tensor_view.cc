@@ -106,4 +106,18 @@ c10::Device common_device_of(const std::vector<const at::Tensor*>& tensors) {
   return *device;
 }
 
+std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
+  std::vector<at::Tensor> out;
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) out.push_back(v.toTensor());
+  } else if (v.isTensorList()) {
+    out = v.toTensorVector();
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor() && e.toTensor().defined()) out.push_back(e.toTensor());
+    }
+  }
+  return out;
+}
+
 }  // namespace torchtpu::aten

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <vector>
 
 #include "engine/program.h"
 
@@ -21,5 +24,7 @@ int read_operand(engine::Program& p, const at::Tensor& t, c10::ScalarType dtype)
 // device" error when they are on different devices (CPU scalars excepted).
 c10::Device common_device(std::initializer_list<const at::Tensor*> tensors);
 c10::Device common_device_of(const std::vector<const at::Tensor*>& tensors);
+// The defined tensors an op argument holds (one, a list, or none).
+std::vector<at::Tensor> tensors_of(const c10::IValue& v);
 
 }  // namespace torchtpu::aten

@@ -181,6 +181,10 @@ DeferStats defer_stats() {
           repeats.load()};
 }
 
+std::unique_lock<std::recursive_mutex> lock_device(int device) {
+  return std::unique_lock<std::recursive_mutex>(pending(device).mutex);
+}
+
 void forget_storage(Program* program, StorageHandle* storage) {
   Pending& p = pending(program->device());
   std::lock_guard<std::recursive_mutex> lock(p.mutex);

@@ -49,6 +49,9 @@ std::unique_ptr<Program> end_capture(std::string* broken);
 // Storages made from this serial on were made during the capture.
 uint64_t capture_serial();
 
+// Holds the device's recording lock: no op records on the device meanwhile.
+std::unique_lock<std::recursive_mutex> lock_device(int device);
+
 struct DeferStats {
   int64_t flushes = 0;
   int64_t nodes = 0;        // nodes in all flushed programs

@@ -1,8 +1,21 @@
 #include "engine/executable_cache.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace torchtpu::engine {
+namespace {
+
+// What an executable is charged against the bound. PJRT reports at most the generated code, a
+// part of what a loaded executable holds (the CPU plugin reports 0; a one-op executable serializes
+// to ~4 KiB and costs ~125 KiB of resident memory), so the charge has a floor near that cost; the
+// serialized size, when known, measures large programs better.
+int64_t charge(const pjrt::Executable& exe, int64_t serialized_bytes) {
+  constexpr int64_t kFloor = int64_t{128} << 10;
+  return std::max({kFloor, exe.generated_code_bytes(), serialized_bytes});
+}
+
+}  // namespace
 
 std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
     const hlo::Fingerprint& key, const std::function<std::string()>& emit,
@@ -13,45 +26,77 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
     if (hit != nullptr) *hit = it != executables_.end();
     if (it != executables_.end()) {
       ++stats_.hits;
-      return it->second;
+      lru_.splice(lru_.begin(), lru_, it->second.age);
+      return it->second.executable;
     }
   }
   // Compile outside the lock: another thread may compile the same program; the first one stored
   // wins and both results are correct.
   auto start = std::chrono::steady_clock::now();
   bool compiled = false;
-  std::shared_ptr<pjrt::Executable> exe = load_or_compile(emit(), client, compiled);
+  int64_t serialized_bytes = 0;
+  std::shared_ptr<pjrt::Executable> exe =
+      load_or_compile(emit(), client, compiled, serialized_bytes);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t bytes = charge(*exe, serialized_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.misses;
   ++(compiled ? stats_.compiled : stats_.disk_loads);
   if (compiled) stats_.compile_seconds += seconds;
-  auto [it, inserted] = executables_.emplace(key, exe);
+  return insert(key, std::move(exe), bytes, !compiled);
+}
+
+std::shared_ptr<pjrt::Executable> ExecutableCache::insert(const hlo::Fingerprint& key,
+                                                          std::shared_ptr<pjrt::Executable> exe,
+                                                          int64_t bytes, bool from_disk) {
+  auto found = executables_.find(key);
+  if (found != executables_.end()) return found->second.executable;
+  lru_.push_front(key);
+  executables_.emplace(key, Entry{std::move(exe), bytes, from_disk, lru_.begin()});
+  stats_.bytes += bytes;
+  // The newest entry always stays, even alone above the bound: it is about to run.
+  while (static_cast<uint64_t>(stats_.bytes) > max_bytes_ && lru_.size() > 1) {
+    auto oldest = executables_.find(lru_.back());
+    stats_.bytes -= oldest->second.bytes;
+    executables_.erase(oldest);
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
   stats_.entries = static_cast<int64_t>(executables_.size());
-  return it->second;
+  return executables_.at(key).executable;
 }
 
 std::shared_ptr<pjrt::Executable> ExecutableCache::load_or_compile(const std::string& text,
                                                                    const pjrt::Client& client,
-                                                                   bool& compiled) {
+                                                                   bool& compiled,
+                                                                   int64_t& serialized_bytes) {
   std::shared_ptr<DiskCache> disk = disk_cache();
-  std::string key = disk ? disk->key(text) : std::string();
   if (disk) {
-    if (std::optional<std::string> bytes = disk->load(key)) {
+    if (std::optional<std::string> bytes = disk->load(text)) {
       try {
+        serialized_bytes = static_cast<int64_t>(bytes->size());
         return client.deserialize(*bytes);
       } catch (const pjrt::Error& e) {
         DiskCache::warn(std::string("a compile cache entry could not be loaded (") + e.what() +
                         "); recompiling it");
+        disk->discard(text);
       }
     }
   }
-  std::shared_ptr<pjrt::Executable> exe = client.compile(text, pjrt::portable_compile_options());
   compiled = true;
-  if (disk) {
+  return compile_and_store(text, client, serialized_bytes);
+}
+
+std::shared_ptr<pjrt::Executable> ExecutableCache::compile_and_store(const std::string& text,
+                                                                     const pjrt::Client& client,
+                                                                     int64_t& serialized_bytes) {
+  std::shared_ptr<pjrt::Executable> exe = client.compile(text, pjrt::portable_compile_options());
+  if (std::shared_ptr<DiskCache> disk = disk_cache()) {
     try {
-      disk->store(key, exe->serialize());
+      std::string bytes = exe->serialize();
+      serialized_bytes = static_cast<int64_t>(bytes.size());
+      disk->store(text, bytes);
     } catch (const pjrt::Error& e) {
       DiskCache::warn(std::string("the PJRT plugin cannot serialize executables (") + e.what() +
                       "), so the compile cache is off: programs run uncached");
@@ -59,6 +104,42 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::load_or_compile(const std::st
     }
   }
   return exe;
+}
+
+std::shared_ptr<pjrt::Executable> ExecutableCache::recompile_failed(
+    const hlo::Fingerprint& key, const pjrt::Executable* failed, const std::string& error,
+    const std::function<std::string()>& emit, const pjrt::Client& client) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = executables_.find(key);
+    if (it == executables_.end() || it->second.executable.get() != failed ||
+        !it->second.from_disk) {
+      return nullptr;
+    }
+    stats_.bytes -= it->second.bytes;
+    lru_.erase(it->second.age);
+    executables_.erase(it);
+    stats_.entries = static_cast<int64_t>(executables_.size());
+  }
+  DiskCache::warn("an executable loaded from the compile cache failed to run (" + error +
+                  "); discarding its entry and recompiling it");
+  std::string text = emit();
+  if (std::shared_ptr<DiskCache> disk = disk_cache()) disk->discard(text);
+  auto start = std::chrono::steady_clock::now();
+  int64_t serialized_bytes = 0;
+  std::shared_ptr<pjrt::Executable> exe = compile_and_store(text, client, serialized_bytes);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t bytes = charge(*exe, serialized_bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.compiled;
+  stats_.compile_seconds += seconds;
+  return insert(key, std::move(exe), bytes, false);
+}
+
+void ExecutableCache::set_max_bytes(uint64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  max_bytes_ = max_bytes;
 }
 
 void ExecutableCache::set_disk_cache(std::shared_ptr<DiskCache> disk) {
@@ -79,6 +160,7 @@ CacheStats ExecutableCache::stats() const {
 void ExecutableCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   executables_.clear();
+  lru_.clear();
   stats_ = CacheStats{};
 }
 

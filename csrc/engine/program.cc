@@ -225,7 +225,17 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   std::vector<PJRT_Buffer*> args;
   args.reserve(arguments_.size());
   for (const auto& a : arguments_) args.push_back(a->raw());
-  auto outputs = exe->execute(args, runtime.device(device_));
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs;
+  try {
+    outputs = runtime.execute(*exe, args, device_);
+  } catch (const pjrt::Error& e) {
+    // An executable from the disk cache that cannot run is discarded and compiled afresh; a
+    // program compiled here that cannot run is a real error.
+    exe = runtime.executables().recompile_failed(
+        fingerprint_, exe.get(), e.what(), [this] { return hlo_text(); }, runtime.client());
+    if (exe == nullptr) throw;
+    outputs = runtime.execute(*exe, args, device_);
+  }
   if (launch != nullptr) {
     launch->executable = exe;
     launch->arguments = arguments_;
@@ -239,16 +249,11 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
       launch->written.push_back(s.storage);
       launch->written_types.push_back(s.type);
     }
-    std::shared_ptr<pjrt::Buffer> buffer = std::move(outputs[next++]);
-    runtime.in_flight(device_, buffer);
-    s.storage->set_buffer(std::move(buffer), s.type);
+    s.storage->set_buffer(std::move(outputs[next++]), s.type);
   }
   release_storages();
   std::vector<std::shared_ptr<pjrt::Buffer>> results;
-  while (next < outputs.size()) {
-    results.push_back(std::move(outputs[next++]));
-    runtime.in_flight(device_, results.back());
-  }
+  while (next < outputs.size()) results.push_back(std::move(outputs[next++]));
   return results;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "engine/device_asserts.h"
 #include "engine/exit_gate.h"
 
 namespace torchtpu::engine {
@@ -52,6 +53,7 @@ void configure_runtime(RuntimeConfig c) {
 Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
   client_ = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.plugin_path), c.options);
   in_flight_.resize(client_->device_count());
+  executables_.set_max_bytes(c.memory_cache_max_bytes);
   if (!c.cache_dir.empty()) {
     // An executable is only valid for the plugin, its version and the options it was built for.
     std::string salt = client_->platform_name() + "\n" + client_->platform_version() + "\n" +
@@ -153,35 +155,48 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void*
   return buffer;
 }
 
-void Runtime::in_flight(int device, const std::shared_ptr<pjrt::Buffer>& buffer) {
+std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
+    const pjrt::Executable& executable, const std::vector<PJRT_Buffer*>& arguments, int device) {
+  std::unique_ptr<pjrt::Event> done;
+  std::vector<std::unique_ptr<pjrt::Buffer>> made = executable.execute(arguments, this->device(device), &done);
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(made.begin()),
+                                                     std::make_move_iterator(made.end()));
+  if (!done) {
+    // A plugin that gives no completion event: nothing to wait for later, so wait now.
+    for (const auto& b : outputs) b->await_ready();
+    return outputs;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& list = in_flight_.at(device);
-  if (list.size() >= kMaxInFlight) {
-    std::vector<std::weak_ptr<pjrt::Buffer>> alive;
-    for (auto& w : list) {
-      if (!w.expired()) alive.push_back(w);
+  std::deque<std::unique_ptr<pjrt::Event>>& events = in_flight_.at(device);
+  // Bounded: past the bound, forget the finished launches, then wait for the oldest.
+  if (events.size() >= kMaxInFlight) {
+    std::deque<std::unique_ptr<pjrt::Event>> running;
+    for (auto& e : events) {
+      if (!e->is_ready()) running.push_back(std::move(e));
     }
-    list.swap(alive);
-    // Still full of live buffers: wait for the oldest half, bounding what is tracked.
-    if (list.size() >= kMaxInFlight) {
-      for (size_t i = 0; i < list.size() / 2; ++i) {
-        if (auto b = list[i].lock()) b->await_ready();
-      }
-      list.erase(list.begin(), list.begin() + list.size() / 2);
+    events.swap(running);
+    while (events.size() >= kMaxInFlight / 2) {
+      events.front()->await();
+      events.pop_front();
     }
   }
-  list.push_back(buffer);
+  events.push_back(std::move(done));
+  return outputs;
+}
+
+size_t Runtime::launches_in_flight(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_flight_.at(device).size();
 }
 
 void Runtime::synchronize(int device) {
-  std::vector<std::weak_ptr<pjrt::Buffer>> list;
+  std::deque<std::unique_ptr<pjrt::Event>> events;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    list.swap(in_flight_.at(device));
+    events.swap(in_flight_.at(device));
   }
-  for (auto& w : list) {
-    if (auto b = w.lock()) b->await_ready();
-  }
+  for (auto& e : events) e->await();
+  raise_failed_asserts(device);
 }
 
 }  // namespace torchtpu::engine

@@ -2,6 +2,7 @@
 // cache, the cached scalar buffers and the work in flight on each device.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@ struct RuntimeConfig {
   std::string cache_dir;  // empty: no disk cache
   uint64_t cache_max_bytes = uint64_t{4} << 30;
   std::string version;    // torchtpu's, part of every cache key
+  uint64_t memory_cache_max_bytes = ExecutableCache::kDefaultMaxBytes;
 };
 
 // Must be called before the first use (the Python package does it on import).
@@ -55,9 +57,16 @@ class Runtime {
 
   ExecutableCache& executables() { return executables_; }
 
-  // Remembers a buffer being computed, so synchronize() can wait for it.
-  void in_flight(int device, const std::shared_ptr<pjrt::Buffer>& buffer);
+  // Launches `executable` on the device and returns its outputs at once, remembering the launch
+  // so that synchronize() waits for it.
+  std::vector<std::shared_ptr<pjrt::Buffer>> execute(const pjrt::Executable& executable,
+                                                     const std::vector<PJRT_Buffer*>& arguments,
+                                                     int device);
+  // Waits for every launch on the device, including those whose outputs nothing holds any more,
+  // as torch.cuda.synchronize does; then raises a device-side check that failed (device_asserts.h).
   void synchronize(int device);
+  // Launches synchronize() would wait for now.
+  size_t launches_in_flight(int device);
 
  private:
   explicit Runtime(const RuntimeConfig& config);
@@ -67,7 +76,8 @@ class Runtime {
   ExecutableCache executables_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  std::vector<std::vector<std::weak_ptr<pjrt::Buffer>>> in_flight_;
+  // Per device, the completion events of the launches not known to be done.
+  std::vector<std::deque<std::unique_ptr<pjrt::Event>>> in_flight_;
 };
 
 }  // namespace torchtpu::engine

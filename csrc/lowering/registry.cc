@@ -29,6 +29,7 @@ const Table& built_table() {
     register_random_rules(r);
     register_conv_rules(r);
     register_pooling_rules(r);
+    register_assert_rules(r);
     return true;
   }();
   (void)built;

@@ -27,7 +27,8 @@ Executable::~Executable() {
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(
-    const std::vector<PJRT_Buffer*>& arguments, const Device& device) const {
+    const std::vector<PJRT_Buffer*>& arguments, const Device& device,
+    std::unique_ptr<Event>* done) const {
   TORCHTPU_PJRT_ARGS(PJRT_ExecuteOptions, options);
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer* const* argument_list = arguments.data();
@@ -40,7 +41,10 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(
   args.num_args = arguments.size();
   args.output_lists = &output_list;
   args.execute_device = device.raw();
+  PJRT_Event* complete = nullptr;
+  if (done != nullptr) args.device_complete_events = &complete;
   TORCHTPU_PJRT_CALL(*plugin_, PJRT_LoadedExecutable_Execute, &args);
+  if (complete != nullptr) *done = std::make_unique<Event>(plugin_, complete);
   std::vector<std::unique_ptr<Buffer>> result;
   result.reserve(outputs.size());
   for (PJRT_Buffer* buffer : outputs) result.push_back(std::make_unique<Buffer>(plugin_, buffer));
@@ -56,6 +60,17 @@ std::string Executable::serialize() const {
     args.serialized_executable_deleter(args.serialized_executable);
   }
   return bytes;
+}
+
+int64_t Executable::generated_code_bytes() const {
+  TORCHTPU_PJRT_ARGS(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, args);
+  args.executable = executable_;
+  try {
+    TORCHTPU_PJRT_CALL(*plugin_, PJRT_Executable_SizeOfGeneratedCodeInBytes, &args);
+  } catch (const Error&) {
+    return -1;
+  }
+  return args.size_in_bytes;
 }
 
 }  // namespace torchtpu::pjrt

@@ -19,11 +19,15 @@ class Executable {
   ~Executable();
 
   size_t num_outputs() const { return num_outputs_; }
-  // Launches the program on `device` and returns at once; each output carries its ready event.
+  // Launches the program on `device` and returns at once; each output carries its ready event,
+  // and `done`, when given, gets the event of the whole execution (outputs nobody reads included).
   std::vector<std::unique_ptr<Buffer>> execute(const std::vector<PJRT_Buffer*>& arguments,
-                                               const Device& device) const;
+                                               const Device& device,
+                                               std::unique_ptr<Event>* done = nullptr) const;
   // The plugin's serialized form of the compiled program (for the persistent cache).
   std::string serialize() const;
+  // The size of the compiled code as the plugin reports it, or -1 when it cannot say.
+  int64_t generated_code_bytes() const;
 
  private:
   std::shared_ptr<const Plugin> plugin_;

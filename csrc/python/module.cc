@@ -6,6 +6,7 @@
 #include "aten/TpuGuard.h"
 #include "aten/compiled_graph.h"
 #include "aten/ops.h"
+#include "aten/value_checks.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
@@ -14,6 +15,41 @@ namespace py = pybind11;
 using namespace torchtpu;
 
 namespace {
+
+// The innermost Python frame outside torch and torchtpu ("train.py:12"): where a user called the
+// op whose device-side check failed. Empty on a thread running no Python (autograd's workers).
+std::string python_location() {
+  // Not while the interpreter shuts down: a daemon thread taking the GIL then never returns.
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return "";
+  py::gil_scoped_acquire gil;
+  static const std::vector<std::string> library_dirs = [] {
+    std::vector<std::string> dirs;
+    py::module_ os = py::module_::import("os");
+    for (const char* name : {"torch", "torchtpu"}) {
+      py::object module = py::module_::import("sys").attr("modules").attr("get")(name);
+      if (module.is_none() || !py::hasattr(module, "__file__")) continue;
+      dirs.push_back(py::str(os.attr("path").attr("dirname")(module.attr("__file__"))).cast<std::string>() + "/");
+    }
+    return dirs;
+  }();
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  std::string where;
+  while (frame != nullptr && where.empty()) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    std::string name = file != nullptr ? file : "";
+    bool library = false;
+    for (const std::string& dir : library_dirs) library = library || name.rfind(dir, 0) == 0;
+    if (!library && !name.empty()) where = name + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  return where;
+}
 
 std::vector<pjrt::ClientOption> client_options(const py::dict& options) {
   std::vector<pjrt::ClientOption> result;
@@ -61,6 +97,9 @@ py::dict metrics() {
     m["executable_cache_misses"] = cache.misses;
     m["executables_loaded_from_disk"] = cache.disk_loads;
     m["compile_seconds"] = cache.compile_seconds;
+    m["memory_cache_entries"] = cache.entries;
+    m["memory_cache_bytes"] = cache.bytes;
+    m["memory_cache_evictions"] = cache.evictions;
     if (auto disk = engine::Runtime::get().executables().disk_cache()) {
       engine::DiskCacheStats d = disk->stats();
       m["disk_cache_dir"] = disk->directory();
@@ -68,6 +107,7 @@ py::dict metrics() {
       m["disk_cache_misses"] = d.misses;
       m["disk_cache_writes"] = d.writes;
       m["disk_cache_bad_entries"] = d.bad_entries;
+      m["disk_cache_refused"] = d.refused;
     }
   } else {
     m["executables_compiled"] = 0;
@@ -75,6 +115,9 @@ py::dict metrics() {
     m["executable_cache_hits"] = 0;
     m["executable_cache_misses"] = 0;
     m["compile_seconds"] = 0.0;
+    m["memory_cache_entries"] = 0;
+    m["memory_cache_bytes"] = 0;
+    m["memory_cache_evictions"] = 0;
   }
   engine::DeferStats defer = engine::defer_stats();
   m["deferred_flushes"] = defer.flushes;
@@ -195,17 +238,19 @@ PYBIND11_MODULE(_C, m) {
          return mine != nullptr && mine == _PyThreadState_UncheckedGet();
        },
        [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; }});
+  aten::set_python_location(python_location);
   m.def(
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
          const std::string& unavailable, const std::string& cache_dir, uint64_t cache_max_bytes,
-         const std::string& version) {
-        engine::configure_runtime(engine::RuntimeConfig{plugin_path, platform,
-                                                        client_options(options), unavailable,
-                                                        cache_dir, cache_max_bytes, version});
+         const std::string& version, uint64_t memory_cache_max_bytes) {
+        engine::configure_runtime(engine::RuntimeConfig{
+            plugin_path, platform, client_options(options), unavailable, cache_dir,
+            cache_max_bytes, version, memory_cache_max_bytes});
       },
       py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"),
-      py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"));
+      py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"),
+      py::arg("memory_cache_max_bytes"));
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
   m.def("_is_in_bad_fork", &engine::in_forked_child);
@@ -265,7 +310,15 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(aten::default_generator(device)));
   });
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
+  m.def("_set_index_checks", &aten::set_index_checks);
+  m.def("_launches_in_flight", [](int device) {
+    return without_gil([device] { return engine::Runtime::get().launches_in_flight(device); });
+  });
   m.def("_metrics", &metrics);
+  m.def("_prune_disk_cache", [](const std::string& directory, uint64_t max_bytes) {
+    return engine::DiskCache(directory, max_bytes, "").prune();
+  });
+  m.attr("_memory_cache_default_max_bytes") = engine::ExecutableCache::kDefaultMaxBytes;
   m.def("_clear_executable_cache", [] { engine::Runtime::get().executables().clear(); });
   // Compiles StableHLO text on the plugin (raises its error): for checking what it accepts.
   m.def("_compile_hlo", [](const std::string& text) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/address_space.h"
+#include "engine/device_asserts.h"
 #include "engine/eager.h"
 #include "engine/program.h"
 #include "engine/runtime.h"
@@ -279,6 +280,45 @@ TEST(Donation, ARewrittenStoragesOnlyBufferIsReusedAndASharedOneIsNot) {
   kept->to_host(host.data(), host.size() * sizeof(float));
   EXPECT_EQ(host, (std::vector<float>{-1, -2, -3, -4}));
   EXPECT_EQ(contents<float>(*s, ElementType::kF32), (std::vector<float>{1, 2, 3, 4}));
+}
+
+// Checks `values` against [0, 3) in a program of its own, failing check `id`.
+void run_range_assert(const std::vector<int64_t>& values, int64_t id, const int64_t* ignore = nullptr) {
+  start_runtime();
+  StorageHandle s(0, values.size() * sizeof(int64_t));
+  s.set_buffer(Runtime::get().upload(values.data(), ElementType::kS64,
+                                     {static_cast<int64_t>(values.size())}, 0),
+               ElementType::kS64);
+  Program p(0);
+  TensorView v{&s, ElementType::kS64, {static_cast<int64_t>(values.size())}, {1}, 0};
+  record_range_assert(p, p.read(v), 0, 3, ignore, id);
+  p.run();
+}
+
+TEST(DeviceAsserts, TheFirstFailedCheckIsRaisedAtTheNextWaitAndOnlyOnce) {
+  int64_t first = assert_id({true, "first: index {} is out of range"});
+  int64_t second = assert_id({false, "second: {}"});
+  EXPECT_EQ(assert_id({true, "first: index {} is out of range"}), first);
+  EXPECT_NE(first, second);
+  run_range_assert({0, 2, -1}, second, nullptr);  // kept over what follows: it failed first
+  run_range_assert({7, 1, 5}, first, nullptr);
+  try {
+    Runtime::get().synchronize(0);
+    FAIL() << "synchronize did not raise the failed check";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "second: -1");
+  }
+  Runtime::get().synchronize(0);  // reported once
+  run_range_assert({7, 1, 5}, first, nullptr);
+  try {
+    raise_failed_asserts(0);
+    FAIL() << "the failed check was not raised";
+  } catch (const std::out_of_range& e) {
+    EXPECT_EQ(std::string(e.what()), "first: index 7 is out of range");  // the largest bad value
+  }
+  int64_t ignore = 9;
+  run_range_assert({0, 9, 2}, first, &ignore);  // in range, or the ignored value
+  EXPECT_NO_THROW(Runtime::get().synchronize(0));
 }
 
 TEST(AddressSpace, RangesDoNotOverlapAndAreReused) {

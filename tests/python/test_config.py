@@ -27,7 +27,7 @@ def test_flag_reads_on_and_off(monkeypatch, text, value):
 
 def test_flag_warns_and_defaults_on_an_unknown_value(monkeypatch):
     monkeypatch.setenv("TORCHTPU_X", "maybe")
-    with pytest.warns(UserWarning, match="TORCHTPU_X must be 1 or 0, not 'maybe'; using 1"):
+    with pytest.warns(UserWarning, match="TORCHTPU_X must be 0 or 1, not 'maybe'; using 1"):
         assert _config.flag("TORCHTPU_X", True) is True
 
 

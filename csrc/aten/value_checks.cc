@@ -1,0 +1,144 @@
+// Checks on the values of an op's tensors that a device program cannot raise by itself: index
+// values against the dimensions they index, checked on the device in every mode (Debug mode waits
+// after each op, so there the error comes from the op's own call), and NaN/Inf results in Debug
+// mode.
+#include "aten/value_checks.h"
+
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/all.h>
+#include <ATen/ops/isfinite.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+
+#include "aten/tensor_view.h"
+#include "engine/device_asserts.h"
+
+namespace torchtpu::aten {
+namespace {
+
+std::string out_of_bounds(int64_t dim, int64_t size) {
+  return "index {} is out of bounds for dimension " + std::to_string(dim) + " with size " +
+         std::to_string(size);
+}
+
+const c10::IValue* argument(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                            const char* name) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (schema.arguments()[i].name() == name) return &args[i];
+  }
+  return nullptr;
+}
+
+// The index tensors of an op bound to `rule`, with their bounds and the error PyTorch's CPU
+// kernel raises for a value outside them. Ops whose indices are known to be valid
+// (_unsafe_index, unsafe index_put) have none.
+std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::FunctionSchema& schema,
+                                     const std::vector<c10::IValue>& args) {
+  auto arg = [&](const char* name) { return argument(schema, args, name); };
+  std::vector<IndexAssert> bounds;
+  auto add = [&](const at::Tensor& index, int64_t low, int64_t high, bool index_error,
+                 std::string message, std::optional<int64_t> ignore = std::nullopt) {
+    if (!index.defined() || index.numel() == 0) return;
+    bounds.push_back({index, low, high, ignore, {index_error, std::move(message)}, 0});
+  };
+  if (schema.name() == "aten::_unsafe_index") return bounds;
+  if (const c10::IValue* unsafe = arg("unsafe"); unsafe != nullptr && unsafe->toBool()) {
+    return bounds;
+  }
+  if (rule == "index_select" || rule == "gather" || rule == "scatter" || rule == "scatter_add") {
+    const at::Tensor& x = arg("self")->toTensor();
+    int64_t dim = at::maybe_wrap_dim(arg("dim")->toInt(), std::max<int64_t>(x.dim(), 1));
+    int64_t size = x.dim() == 0 ? 1 : x.size(dim);
+    if (rule == "index_select" && dim == 0) {
+      add(arg("index")->toTensor(), 0, size, true,
+          "index out of range in self (index {} of dimension 0 with size " +
+              std::to_string(size) + ")");
+    } else if (rule == "index_select") {  // CPU's kernel for other dimensions says it so
+      add(arg("index")->toTensor(), 0, size, false,
+          "INDICES element is out of DATA bounds, id={} axis_dim=" + std::to_string(size));
+    } else {
+      add(arg("index")->toTensor(), 0, size, false, out_of_bounds(dim, size));
+    }
+  } else if (rule == "index" || rule == "index_put") {
+    const at::Tensor& x = arg("self")->toTensor();
+    int64_t dim = 0;
+    for (const c10::IValue& e : arg("indices")->toListRef()) {
+      if (e.isTensor() && e.toTensor().defined() && dim < x.dim()) {
+        add(e.toTensor(), -x.size(dim), x.size(dim), true, out_of_bounds(dim, x.size(dim)));
+      }
+      ++dim;
+    }
+  } else if (rule == "nll_loss") {
+    const at::Tensor& x = arg("self")->toTensor();
+    int64_t classes = x.dim() <= 1 ? x.size(0) : x.size(1);
+    add(arg("target")->toTensor(), 0, classes, true, "Target {} is out of bounds.",
+        arg("ignore_index")->toInt());
+  } else if (rule == "embedding_backward") {
+    int64_t n = arg("num_weights")->toInt();
+    add(arg("indices")->toTensor(), 0, n, true, out_of_bounds(0, n));
+  }
+  return bounds;
+}
+
+std::string (*python_location)() = nullptr;
+std::atomic<bool> index_checks{true};
+
+// A failed device-side check, as PyTorch's CPU kernel would raise it.
+void raise_failed_check(bool index_error, const std::string& message) {
+  if (index_error) TORCH_CHECK_INDEX(false, message);
+  TORCH_CHECK(false, message);
+}
+const bool raiser_installed = (engine::set_assert_raiser(raise_failed_check), true);
+
+}  // namespace
+
+std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::FunctionSchema& schema,
+                                       const std::vector<c10::IValue>& args) {
+  if (!index_checks.load(std::memory_order_relaxed)) return {};
+  std::vector<IndexAssert> asserts = index_bounds(rule, schema, args);
+  if (asserts.empty()) return asserts;
+  std::string where = python_location ? python_location() : std::string();
+  for (IndexAssert& a : asserts) {
+    a.check.message = schema.name() + ": " + a.check.message +
+                      (where.empty() ? "" : " (called at " + where + ")") +
+                      "; checked on the device, raised at the next synchronization";
+    a.id = engine::assert_id(a.check);
+  }
+  return asserts;
+}
+
+void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& asserts) {
+  for (const IndexAssert& a : asserts) {
+    int values = is_cpu_scalar(a.index) ? scalar_argument(p, a.index.item(), a.index.scalar_type())
+                                        : p.read(view_of(a.index));
+    int64_t ignore = a.ignore.value_or(0);
+    engine::record_range_assert(p, values, a.low, a.high, a.ignore ? &ignore : nullptr, a.id);
+  }
+}
+
+void set_python_location(std::string (*location)()) { python_location = location; }
+
+void set_index_checks(bool enabled) { index_checks = enabled; }
+
+void check_finite(const c10::FunctionSchema& schema, const std::vector<at::Tensor>& outputs) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCHTPU_DEBUG_NANS");
+    return v != nullptr && std::string(v) != "0" && std::string(v) != "";
+  }();
+  // The check runs ops itself (isfinite may decompose into abs, ne, ...): not those.
+  static thread_local bool checking = false;
+  if (!enabled || checking) return;
+  checking = true;
+  struct Reset {
+    ~Reset() { checking = false; }
+  } reset;
+  for (const at::Tensor& out : outputs) {
+    if (!out.defined() || !out.is_floating_point() || out.numel() == 0) continue;
+    TORCH_CHECK(at::isfinite(out).all().item<bool>(), "torchtpu debug: ", schema.name(),
+                " produced a NaN or an infinity (TORCHTPU_DEBUG_NANS=1)");
+  }
+}
+
+}  // namespace torchtpu::aten

@@ -1,0 +1,161 @@
+"""Index values are checked on the device in every mode, as CUDA's device-side asserts are: an
+index out of range raises PyTorch's CPU error (its type, and a message naming the op and the
+caller's line) at the next synchronization, and in-range indices, negative ones included where
+PyTorch allows them, give CPU's values. torch.tpu.synchronize() waits for every launch."""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import run_python
+
+import torchtpu
+
+MODES = ["strict", "debug", "defer_and_fuse"]
+
+
+def _rows(i):  # an index of shape (n, 3) for ops that index dimension 0 of a (4, 3) tensor
+    return i.view(-1, 1).expand(-1, 3).contiguous()
+
+
+# name -> (fn(x, i) on a (4, 3) float tensor x and an index tensor i, index values to try)
+CASES = {
+    "index_select": (lambda x, i: x.index_select(0, i), [[1, 7], [-1], [1, 3]]),
+    "index_select_dim1": (lambda x, i: x.index_select(1, i), [[3], [0, 2]]),
+    "gather": (lambda x, i: x.gather(0, _rows(i)), [[1, 7], [-1], [3, 0]]),
+    "scatter_value": (lambda x, i: x.clone().scatter_(0, _rows(i), 1.0), [[4], [-2], [0, 3]]),
+    "scatter_src": (lambda x, i: x.clone().scatter_(0, _rows(i), torch.ones_like(_rows(i), dtype=x.dtype)),
+                    [[9], [2]]),
+    "scatter_add": (lambda x, i: x.clone().scatter_add_(0, _rows(i), torch.ones_like(_rows(i), dtype=x.dtype)),
+                    [[5, 1], [-1], [1, 1]]),
+    "index": (lambda x, i: x[i], [[7], [-5], [-4, 3]]),
+    "index_dim1": (lambda x, i: x[:, i], [[3], [-4], [-3, 2]]),
+    "index_put": (lambda x, i: x.clone().index_put_((i,), torch.tensor(1.0, device=x.device)),
+                  [[4], [-5], [-4, 0]]),
+    "index_put_accumulate": (lambda x, i: x.clone().index_put_((i,), torch.tensor(1.0, device=x.device),
+                                                               accumulate=True),
+                             [[4], [1, 1, -1]]),
+    "embedding": (lambda x, i: F.embedding(i, x), [[1, 4], [-1], [0, 3]]),
+    "one_hot": (lambda x, i: F.one_hot(i, 4), [[4], [0, 3]]),
+    "cross_entropy": (lambda x, i: F.cross_entropy(x[:len(i)], i), [[0, 3], [0, -1], [0, 2]]),
+    "cross_entropy_ignored": (lambda x, i: F.cross_entropy(x[:len(i)], i, ignore_index=5),
+                              [[0, 5], [0, 6], [-100, 1]]),
+    # Not lowered yet (they run on the CPU, which checks): kept so that lowering them keeps the check.
+    "index_add": (lambda x, i: x.clone().index_add_(0, i, torch.ones(len(i), 3, device=x.device)),
+                  [[4], [2]]),
+    "take": (lambda x, i: x.take(i), [[12], [-13], [-12, 11]]),
+}
+
+
+def _outcome(fn, device, values, dtype=torch.int64):
+    x = torch.arange(12.0).reshape(4, 3).to(device)
+    i = torch.tensor(values, dtype=dtype).to(device)
+    try:
+        return fn(x, i).cpu()
+    except (IndexError, RuntimeError) as e:
+        return e
+
+
+def _case_ids():
+    return [(name, values) for name, (_, tries) in CASES.items() for values in tries]
+
+
+@pytest.mark.filterwarnings("ignore:torchtpu.*runs on the CPU")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,values", _case_ids(), ids=lambda v: str(v))
+def test_index_values_give_cpus_answer_or_cpus_error(mode, name, values):
+    fn = CASES[name][0]
+    expected = _outcome(fn, "cpu", values)
+    with torchtpu.eager_mode(mode):
+        got = _outcome(fn, "tpu", values)
+    if isinstance(expected, Exception):
+        assert type(got) is type(expected), f"cpu raised {expected!r}, tpu gave {got!r}"
+    else:
+        assert not isinstance(got, Exception), f"cpu gave {expected}, tpu raised {got!r}"
+        torch.testing.assert_close(got, expected)
+    torch.arange(3, device="tpu").cpu()  # reported once: the next read is clean
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_int32_and_non_contiguous_index_tensors_are_checked(mode):
+    x = torch.zeros(4, 3, device="tpu")
+    with torchtpu.eager_mode(mode):
+        with pytest.raises(IndexError, match="index out of range in self"):
+            x.index_select(0, torch.tensor([1, 9], dtype=torch.int32, device="tpu")).cpu()
+        columns = torch.tensor([[0, 9], [1, 2]], device="tpu").t()  # rows [0, 1] and [9, 2]
+        assert not columns[1].is_contiguous()
+        with pytest.raises(IndexError, match="index 9 is out of bounds for dimension 0 with size 4"):
+            x[columns[1]].cpu()
+        torch.testing.assert_close(x[columns[0]].cpu(), torch.zeros(2, 3))
+
+
+def test_strict_mode_raises_at_the_next_synchronization_not_at_the_op(strict_mode):
+    x = torch.arange(3.0, device="tpu")
+    y = x.index_select(0, torch.tensor([0, 5], device="tpu"))  # launched; no wait
+    assert y.shape == (2,)
+    with pytest.raises(IndexError) as info:
+        torch.tpu.synchronize()
+    message = str(info.value)
+    assert "aten::index_select: index out of range in self (index 5 of dimension 0 with size 3)" in message
+    line = test_strict_mode_raises_at_the_next_synchronization_not_at_the_op.__code__.co_firstlineno + 2
+    assert f"called at {os.path.abspath(__file__)}:{line}" in message
+    assert "raised at the next synchronization" in message
+    torch.tpu.synchronize()  # reported once
+
+
+def test_debug_mode_raises_at_the_op_itself():
+    x = torch.arange(3.0, device="tpu")
+    with torchtpu.eager_mode("debug"), pytest.raises(RuntimeError,
+                                                     match="aten::gather: index 3 is out of bounds"):
+        x.gather(0, torch.tensor([3], device="tpu"))  # no read: the op's own wait raises
+
+
+def test_defer_and_fuse_reports_the_first_failed_check_of_a_fused_program():
+    x = torch.arange(3.0, device="tpu")
+    with torchtpu.eager_mode("defer_and_fuse"):
+        a = x.index_select(0, torch.tensor([4], device="tpu"))
+        b = x[torch.tensor([-9], device="tpu")]
+        with pytest.raises(IndexError, match="aten::index_select: .*index 4 of dimension 0"):
+            (a + b).cpu()
+        torch.testing.assert_close(x[torch.tensor([-1], device="tpu")].cpu(), torch.tensor([2.0]))
+
+
+def test_a_compiled_graph_checks_its_indices_on_every_replay():
+    emb = torch.nn.Embedding(10, 4).to("tpu")
+    fn = torch.compile(lambda i: emb(i).sum(), backend="tpu")
+    good = torch.tensor([1, 2], device="tpu")
+    expected = emb.weight.detach().cpu()[[1, 2]].sum()
+    torch.testing.assert_close(fn(good).cpu(), expected)
+    replays = torchtpu.metrics()["compiled_replays"]
+    with pytest.raises(IndexError, match="aten::index_select: index out of range in self "
+                                         r"\(index 12 of dimension 0 with size 10\)"):
+        fn(torch.tensor([1, 12], device="tpu")).cpu()
+    torch.testing.assert_close(fn(good).cpu(), expected)
+    assert torchtpu.metrics()["compiled_replays"] >= replays + 2
+    assert torchtpu.metrics()["compiled_eager_runs"] == 0
+
+
+def test_index_checks_can_be_turned_off():
+    code = """
+        import torch, torchtpu
+        x = torch.arange(3.0, device="tpu")
+        print(x.index_select(0, torch.tensor([0, 5], device="tpu")).tolist())
+    """
+    r = run_python(code, TORCHTPU_INDEX_CHECKS="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0.0, 2.0]"  # unchecked: XLA clamps
+    r = run_python(code, TORCHTPU_INDEX_CHECKS="maybe")
+    assert r.returncode != 0 and "IndexError: aten::index_select" in r.stderr
+    assert "TORCHTPU_INDEX_CHECKS must be 0 or 1, not 'maybe'; using 1" in r.stderr
+
+
+def test_synchronize_waits_for_launches_whose_outputs_were_dropped(strict_mode):
+    x = torch.randn(256, 256, device="tpu")
+    torch.tpu.synchronize()
+    assert torchtpu._C._launches_in_flight(0) == 0
+    for _ in range(3):
+        (x @ x).relu()  # results dropped at once
+    assert torchtpu._C._launches_in_flight(0) == 6
+    torch.tpu.synchronize()
+    assert torchtpu._C._launches_in_flight(0) == 0
