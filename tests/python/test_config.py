@@ -68,5 +68,5 @@ def test_defer_max_nodes_is_read_at_import(text, nodes):
 def test_unwritable_cache_folder_warns_and_exits_cleanly():
     r = run_python(CHECK, TORCHTPU_CACHE_DIR="/proc/no-such-folder")
     assert r.returncode == 0, r.stderr
-    assert "cannot write the compile cache in /proc/no-such-folder" in r.stderr
+    assert "/proc/no-such-folder" in r.stderr and "programs run uncached" in r.stderr
     assert "Traceback" not in r.stderr
