@@ -9,7 +9,7 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0.
 
 from __future__ import annotations
 
-import os
+import atexit
 
 
 def _autoload() -> None:
@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C, _plugins  # noqa: E402  (_C registers the kernels; it needs the name first)
+from . import _C, _config, _plugins  # noqa: E402  (_C registers kernels: it needs the name)
 from . import _compile_cache as _cache  # noqa: E402
 from . import _compile, device_module  # noqa: E402
 
@@ -37,24 +37,14 @@ except ValueError as _e:  # reported at first use, like a plugin problem
     _choice.path = ""
 _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable, _cache_dir,
               _cache_max, __version__, _memory_max)
-_C._set_cpu_fallback_policy(os.environ.get("TORCHTPU_CPU_FALLBACK", "warn").strip().lower())
-
-
-def _index_checks_from_environment() -> bool:
-    text = os.environ.get("TORCHTPU_INDEX_CHECKS", "1").strip()
-    if text not in ("0", "1"):
-        import warnings
-
-        warnings.warn(f"torchtpu: TORCHTPU_INDEX_CHECKS must be 0 or 1, not {text!r}; using 1",
-                      stacklevel=2)
-    return text != "0"
-
-
-_C._set_index_checks(_index_checks_from_environment())
+_C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
+_C._set_index_checks(_config.flag("TORCHTPU_INDEX_CHECKS", True))
 
 from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 
 eager._from_environment()
+# Daemon threads still running tpu ops at exit wait in the engine instead of aborting the process.
+atexit.register(_C._close_for_exit)
 
 if not hasattr(torch, "tpu"):
     torch._register_device_module("tpu", device_module)

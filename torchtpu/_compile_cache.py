@@ -19,13 +19,15 @@ import json
 import os
 import stat
 
+from . import _config
+
 SUFFIX = ".xla"
 STATS = "stats.json"
 DEFAULT_MAX_BYTES = 4 << 30
 
 
 def directory() -> str | None:
-    if os.environ.get("TORCHTPU_CACHE", "1").strip() in ("0", "false", "off", ""):
+    if not _config.flag("TORCHTPU_CACHE", True):
         return None
     return os.environ.get("TORCHTPU_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "torchtpu")
@@ -111,7 +113,10 @@ def _record_at_exit() -> None:
         return
     m = _C._metrics()
     if "disk_cache_dir" in m:
-        _update_stats(m["disk_cache_dir"], m["disk_cache_hits"], m["disk_cache_misses"])
+        try:
+            _update_stats(m["disk_cache_dir"], m["disk_cache_hits"], m["disk_cache_misses"])
+        except OSError:  # an unwritable folder: already warned about when the cache was opened
+            pass
 
 
 def stats(folder: str) -> dict:

@@ -58,6 +58,10 @@ def _gpu_present() -> bool:
     return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
 
 
+# PyTorch numbers a device with an int8 (c10::DeviceIndex): "tpu:127" is the last it can name.
+MAX_DEVICES = 128
+
+
 def _num_devices() -> int:
     text = os.environ.get("TORCHTPU_NUM_DEVICES", "1")
     try:
@@ -66,6 +70,9 @@ def _num_devices() -> int:
         n = 0
     if n < 1:
         raise ValueError(f"TORCHTPU_NUM_DEVICES must be a positive integer, not {text!r}")
+    if n > MAX_DEVICES:
+        raise ValueError(f"TORCHTPU_NUM_DEVICES must be at most {MAX_DEVICES} (PyTorch numbers "
+                         f"devices with an int8), not {text!r}")
     return n
 
 

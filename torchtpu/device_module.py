@@ -30,7 +30,8 @@ def is_initialized() -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in the child of a fork made after the runtime started: tpu cannot be used there."""
+    return _C._is_in_bad_fork()
 
 
 def device_count() -> int:

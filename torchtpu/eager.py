@@ -5,10 +5,8 @@ as one fused program at the next sync point: a read to the host, synchronize, a 
 from __future__ import annotations
 
 import contextlib
-import os
-import warnings
 
-from . import _C
+from . import _C, _config
 
 MODES = ("strict", "debug", "defer_and_fuse")
 
@@ -36,10 +34,6 @@ def eager_mode(mode: str):
 
 
 def _from_environment() -> None:
-    mode = os.environ.get("TORCHTPU_EAGER_MODE", "").strip().lower()
-    if not mode:
-        return
-    try:
-        set_eager_mode(mode)
-    except ValueError as e:  # `import torch` must keep working
-        warnings.warn(f"torchtpu: TORCHTPU_EAGER_MODE: {e}; using strict", stacklevel=2)
+    set_eager_mode(_config.choice("TORCHTPU_EAGER_MODE", MODES, "strict"))
+    _C._set_defer_max_nodes(_config.bounded_int("TORCHTPU_DEFER_MAX_NODES",
+                                                _C._defer_max_nodes(), 1, 1_000_000))

@@ -5,6 +5,7 @@
 #include "aten/TpuGuard.h"
 #include "engine/eager.h"
 #include "engine/program.h"
+#include "engine/runtime.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -28,6 +29,7 @@ TpuAllocator allocator;
 c10::Allocator* tpu_allocator() { return &allocator; }
 
 c10::DataPtr allocate_on(int device, size_t nbytes) {
+  engine::refuse_in_forked_child();
   auto* handle = new engine::StorageHandle(device, nbytes);
   return c10::DataPtr(handle->address(), handle, &delete_handle,
                       c10::Device(c10::DeviceType::PrivateUse1,

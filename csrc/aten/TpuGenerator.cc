@@ -77,6 +77,7 @@ void TpuGeneratorImpl::set_state(const c10::TensorImpl& state) {
 }
 
 c10::intrusive_ptr<c10::TensorImpl> TpuGeneratorImpl::get_state() const {
+  engine::refuse_in_forked_child();
   at::Tensor state = at::empty({static_cast<int64_t>(kStateBytes)},
                                at::TensorOptions().dtype(at::kByte).device(at::kCPU));
   uint64_t values[3] = {seed_, seed_, 0};

@@ -27,6 +27,7 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
 at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t storage_offset,
                         at::IntArrayRef size, at::IntArrayRef stride);
 at::Tensor& set_empty(at::Tensor& self);
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);
 
 // Copies, fills and reads to the host (ops_copy.cc).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);

@@ -40,6 +40,7 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
 }
 
 void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst) {
+  engine::EngineWork work;  // the wait for the device
   engine::capture_breaks_because("it copies a tpu tensor to the CPU (.cpu(), .item(), printing, "
                                  "a value-dependent shape)");
   bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&

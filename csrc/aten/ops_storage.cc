@@ -105,4 +105,18 @@ at::Tensor& set_empty(at::Tensor& self) {
   return self;
 }
 
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  // c10 counts only its own dense backends (CPU, CUDA, ...) as sharing one TensorImpl layout;
+  // a dense tpu tensor has that layout too. This is what lets `param.data = t` and Module.to move a
+  // Parameter across devices in place, so parameters tied to one another stay one object.
+  auto dense_cpu_or_tpu = [](const at::Tensor& t) {
+    c10::DispatchKeySet keys = t.key_set();
+    return keys.has(c10::DispatchKey::Dense) &&
+           (t.device().type() == c10::DeviceType::CPU ||
+            t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense_cpu_or_tpu(self) && dense_cpu_or_tpu(from));
+}
+
 }  // namespace torchtpu::aten

@@ -24,6 +24,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
   m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
   m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 
   // Views change metadata only: PyTorch's own implementations serve.
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));

@@ -1,10 +1,10 @@
 #include "engine/eager.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <unordered_map>
 
 #include "engine/runtime.h"
+#include "engine/step_period.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -12,15 +12,8 @@ namespace {
 std::atomic<int> current_mode{static_cast<int>(EagerMode::kStrict)};
 
 // Past this many nodes a pending program is run, bounding compile time and memory held
-// (TORCHTPU_DEFER_MAX_NODES, default 4000).
-size_t max_pending_nodes() {
-  static const size_t bound = [] {
-    const char* text = std::getenv("TORCHTPU_DEFER_MAX_NODES");
-    long value = text ? std::strtol(text, nullptr, 10) : 0;
-    return value > 0 ? static_cast<size_t>(value) : size_t{4000};
-  }();
-  return bound;
-}
+// (TORCHTPU_DEFER_MAX_NODES, read by the Python package).
+std::atomic<size_t> max_nodes{4000};
 
 // Shorter programs are not watched for repeats: a few ops that happen to open a longer sequence
 // must not cut it.
@@ -34,6 +27,18 @@ struct Pending {
   // last_size is 0 when that program was too short to watch.
   std::string last_fingerprint;
   size_t last_size = 0;
+  // The ops recorded since the last sync point, to find the loop's period (in ops) before any
+  // program has repeated; once known, the pending program is cut every `period` ops. A period
+  // whose cuts twice in a row do not give the program before them is dropped (a longer one is
+  // looked for). program_ops/bytes/nodes: the pending program's ops and size after its last op.
+  // A period is only looked for once more ops followed the last sync point than came between
+  // the two before it: a loop that reads a value every step is cut there, not inside its step
+  // (at a repeated layer, say).
+  StepPeriod ops;
+  size_t period = 0, min_period = 1, mismatches = 0;
+  size_t segment_ops = 0, last_segment_ops = 0;
+  size_t program_ops = 0, program_bytes = 0, program_nodes = 0;
+  std::string period_fingerprint;  // of the last program cut by the period
 };
 
 std::mutex table_mutex;
@@ -57,7 +62,18 @@ uint64_t capture_start = 0;
 std::mutex reason_mutex;
 std::string capture_reason;  // why the capture breaks, if it was said
 
-void run_pending(Pending& p) {
+// Runs the pending program. A sync point (anything but a cut DeferAndFuse makes itself) also
+// forgets the ops seen and the period found.
+void run_pending(Pending& p, bool sync = true) {
+  if (sync) {
+    if (p.segment_ops > 0) p.last_segment_ops = p.segment_ops;
+    p.segment_ops = 0;
+    p.ops.clear();
+    p.period = 0;
+    p.min_period = 1;
+    p.mismatches = 0;
+  }
+  p.program_ops = p.program_bytes = p.program_nodes = 0;
   std::unique_ptr<Program> program = std::move(p.program);
   if (!program) return;
   if (capture_device.load() == program->device()) capture_broken = true;
@@ -69,7 +85,27 @@ void run_pending(Pending& p) {
   ++(program->cache_hit() ? fused_hits : fused_misses);
 }
 
+// Called at a cut by the period: the program should be the one the last such cut ran.
+void check_period(Pending& p) {
+  const std::string& fingerprint = p.program->fingerprint().bytes();
+  if (fingerprint == p.period_fingerprint) {
+    p.mismatches = 0;
+    return;
+  }
+  p.period_fingerprint = fingerprint;
+  if (++p.mismatches > 2) {  // the first cut may follow another kind of program
+    p.min_period = p.period + 1;
+    p.period = 0;
+    p.mismatches = 0;
+    p.ops.clear();
+  }
+}
+
 }  // namespace
+
+size_t max_pending_nodes() { return max_nodes.load(); }
+
+void set_max_pending_nodes(size_t nodes) { max_nodes = nodes > 0 ? nodes : 1; }
 
 EagerMode eager_mode() { return static_cast<EagerMode>(current_mode.load()); }
 
@@ -79,6 +115,8 @@ void set_eager_mode(EagerMode mode) {
 }
 
 void flush(int device) {
+  refuse_in_forked_child();  // a flush precedes every read to the host
+  EngineWork work;
   Pending& p = pending(device);
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
   run_pending(p);
@@ -154,6 +192,7 @@ void forget_storage(Program* program, StorageHandle* storage) {
 }
 
 Recording::Recording(int device) : device_(device) {
+  refuse_in_forked_child();  // before the lock: the fork may have copied it held
   Pending& p = pending(device);
   lock_ = std::unique_lock<std::recursive_mutex>(p.mutex);
   if (deferring()) {
@@ -176,12 +215,36 @@ void Recording::finish() {
   }
   Pending& p = pending(device_);
   if (!p.program || capturing()) return;
-  if (p.last_size > 0 && p.program->size() == p.last_size &&
-      p.program->fingerprint().bytes() == p.last_fingerprint) {
+  Program& program = *p.program;
+  size_t bytes = program.fingerprint().bytes().size(), nodes = program.size();
+  size_t found = 0;
+  if (nodes > p.program_nodes) {
+    ++p.program_ops;
+    ++p.segment_ops;
+    if (p.period == 0) {
+      found = p.ops.add(bytes - p.program_bytes, nodes - p.program_nodes, p.min_period);
+      if (p.segment_ops <= p.last_segment_ops) found = 0;
+    }
+    p.program_bytes = bytes;
+    p.program_nodes = nodes;
+  }
+  if (p.last_size > 0 && nodes == p.last_size &&
+      program.fingerprint().bytes() == p.last_fingerprint) {
+    p.period = p.program_ops;  // the step is this program
+    p.period_fingerprint = p.last_fingerprint;
+    p.mismatches = 0;
     ++repeats;
-    run_pending(p);
-  } else if (p.program->size() > max_pending_nodes()) {
-    run_pending(p);
+    run_pending(p, false);
+  } else if (p.period > 0 && p.program_ops == p.period) {
+    check_period(p);
+    ++repeats;
+    run_pending(p, false);
+  } else if (found > 0) {
+    p.period = found;  // the ops so far run as one program; each step from here as another
+    ++repeats;
+    run_pending(p, false);
+  } else if (nodes > max_nodes.load()) {
+    run_pending(p, false);
   }
 }
 

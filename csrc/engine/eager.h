@@ -1,8 +1,8 @@
 // The eager modes. Strict runs each op as its own program as soon as it is recorded; Debug also
 // waits for it, so an error surfaces at the op that caused it; DeferAndFuse records ops into one
 // pending program per device and runs it at a sync point (a read to the host, a mode switch,
-// synchronize, a size bound), so a sequence of ops compiles to one fused executable whose
-// intermediates that no tensor still references are never materialized.
+// synchronize, a size bound, a repeating step), so a sequence of ops compiles to one fused
+// executable whose intermediates that no tensor still references are never materialized.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/exit_gate.h"
 #include "engine/program.h"
 
 namespace torchtpu::engine {
@@ -20,6 +21,10 @@ enum class EagerMode { kStrict = 0, kDebug = 1, kDeferAndFuse = 2 };
 EagerMode eager_mode();
 // Flushes every device's pending work first.
 void set_eager_mode(EagerMode mode);
+
+// DeferAndFuse runs a pending program once it grows past this many nodes (default 4000).
+size_t max_pending_nodes();
+void set_max_pending_nodes(size_t nodes);
 
 // Runs the device's pending program, if any.
 void flush(int device);
@@ -57,7 +62,8 @@ struct DeferStats {
 DeferStats defer_stats();
 
 // One op being recorded: into the device's pending program under DeferAndFuse, else into a
-// program of its own. Holds the device's lock while it lives.
+// program of its own. Holds the device's lock while it lives; is engine work (exit_gate.h) for
+// a little longer, on both sides of the lock.
 class Recording {
  public:
   explicit Recording(int device);
@@ -71,6 +77,7 @@ class Recording {
   void finish();
 
  private:
+  EngineWork work_;  // first in, last out: no lock is held where it may wait
   std::unique_lock<std::recursive_mutex> lock_;
   std::unique_ptr<Program> own_;
   Program* program_;

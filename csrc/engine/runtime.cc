@@ -1,9 +1,14 @@
 #include "engine/runtime.h"
 
-#include "engine/device_asserts.h"
+#include <pthread.h>
 
+#include <atomic>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+
+#include "engine/device_asserts.h"
+#include "engine/exit_gate.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -29,6 +34,12 @@ StartResult& start_result() {
   return r;
 }
 
+// Set in the child of a fork() made after the runtime started: the parent's PJRT client (its
+// threads, its locks) did not come along, so nothing in the child may call into it.
+std::atomic<bool> forked_child{false};
+
+void mark_forked_child() { forked_child = true; }
+
 constexpr size_t kMaxCachedScalars = 4096;
 constexpr size_t kMaxInFlight = 4096;
 
@@ -53,7 +64,21 @@ Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
   }
 }
 
+void refuse_in_forked_child() {
+  if (forked_child.load()) {
+    // CUDA's words, so code that handles that case recognizes this one.
+    throw std::runtime_error(
+        "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you "
+        "must use the 'spawn' start method");
+  }
+}
+
+bool in_forked_child() { return forked_child.load(); }
+
 Runtime& Runtime::get() {
+  refuse_in_forked_child();  // before the lock: the fork may have copied it held
+  std::optional<EngineWork> starting;  // loading the plugin takes seconds
+  if (!started()) starting.emplace();
   std::lock_guard<std::mutex> lock(config_mutex());
   StartResult& r = start_result();
   if (!r.tried) {
@@ -65,6 +90,7 @@ Runtime& Runtime::get() {
                                      : config().unavailable);
       }
       r.runtime = new Runtime(config());  // lives for the process: buffers outlive statics
+      pthread_atfork(nullptr, nullptr, &mark_forked_child);
     } catch (const std::exception& e) {
       r.error = e.what();
     }
@@ -74,6 +100,8 @@ Runtime& Runtime::get() {
 }
 
 int Runtime::device_count_or_zero() noexcept {
+  // A forked child still knows the parent's devices (as torch.cuda.device_count does there).
+  if (forked_child.load()) return start_result().runtime->device_count();
   try {
     return get().device_count();
   } catch (...) {
@@ -82,6 +110,7 @@ int Runtime::device_count_or_zero() noexcept {
 }
 
 bool Runtime::started() {
+  if (forked_child.load()) return false;
   std::lock_guard<std::mutex> lock(config_mutex());
   return start_result().runtime != nullptr;
 }

@@ -29,13 +29,19 @@ struct RuntimeConfig {
 // Must be called before the first use (the Python package does it on import).
 void configure_runtime(RuntimeConfig config);
 
+// In the child of a fork made after the runtime started (CUDA's "bad fork"), every use of the
+// device throws a RuntimeError saying to use the 'spawn' start method; a fork before the start
+// leaves the child free to start its own runtime.
+bool in_forked_child();
+void refuse_in_forked_child();
+
 class Runtime {
  public:
   // Starts the runtime on first call; throws a clear error (every time) if it cannot start.
   static Runtime& get();
   // The number of devices, or 0 when no plugin can be started. Never throws.
   static int device_count_or_zero() noexcept;
-  static bool started();
+  static bool started();  // false in a forked child
 
   const pjrt::Client& client() const { return *client_; }
   int device_count() const { return client_->device_count(); }

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "engine/address_space.h"
+#include "engine/runtime.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -47,6 +48,11 @@ StorageHandle::StorageHandle(int device, size_t nbytes)
 uint64_t next_storage_serial() { return serials.load(); }
 
 StorageHandle::~StorageHandle() {
+  if (in_forked_child()) {
+    // The buffer belongs to the parent's PJRT client, which did not survive the fork.
+    new std::shared_ptr<pjrt::Buffer>(std::move(buffer_));
+    return;
+  }
   if (pending_ != nullptr) forget_storage(pending_, this);
   account(device_, -buffer_bytes(buffer_, numel(type_), type_));
   release_address_range(address_, nbytes_);

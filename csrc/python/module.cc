@@ -232,6 +232,12 @@ class PyCompiledGraph {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torchtpu's C++ runtime";
+  engine::set_thread_questions(
+      {[] {  // PyGILState_Check says yes to everyone once finalization disabled its check
+         PyThreadState* mine = PyGILState_GetThisThreadState();
+         return mine != nullptr && mine == _PyThreadState_UncheckedGet();
+       },
+       [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; }});
   aten::set_python_location(python_location);
   m.def(
       "_configure",
@@ -247,6 +253,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("memory_cache_max_bytes"));
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
+  m.def("_is_in_bad_fork", &engine::in_forked_child);
   m.def("_device_count", &engine::Runtime::device_count_or_zero);
   m.def("_device_name", [] { return engine::Runtime::get().device_name(); });
   m.def("_device_kind",
@@ -260,6 +267,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", &aten::set_current_device);
   m.def("_synchronize", [](int device) {
     without_gil([device] {
+      engine::EngineWork work;
       engine::flush(device);
       engine::Runtime::get().synchronize(device);
       return 0;
@@ -272,6 +280,8 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_eager_mode", [] { return static_cast<int>(engine::eager_mode()); });
+  m.def("_defer_max_nodes", &engine::max_pending_nodes);
+  m.def("_set_defer_max_nodes", &engine::set_max_pending_nodes);
   m.def("_flush", [](int device) {
     without_gil([device] {
       engine::flush(device);
@@ -279,6 +289,13 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_capturing", &engine::capturing);
+  // At interpreter exit (an atexit hook): other threads' tpu work never returns into Python.
+  m.def("_close_for_exit", [] {
+    without_gil([] {
+      engine::close_for_exit();
+      return 0;
+    });
+  });
   py::class_<PyCompiledGraph>(m, "_CompiledGraph")
       .def(py::init<>())
       .def("run", &PyCompiledGraph::run)

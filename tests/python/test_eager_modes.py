@@ -231,3 +231,55 @@ def test_debug_nans_names_the_first_op_that_makes_one():
     assert r.returncode == 0, r.stderr
     assert "raised: torchtpu debug: aten::sqrt produced a NaN or an infinity" in r.stdout
     assert "line: 7" in r.stdout  # the user's own line (line 7 of the script) raised
+
+
+def test_a_training_loop_without_host_reads_compiles_a_handful_of_programs():
+    """With no host read in the loop, DeferAndFuse finds the step's period itself: after a short
+    warm-up each step runs as the same program, instead of long programs cut anywhere."""
+    def train(mode):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 1)).to("tpu")
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        x, y = torch.randn(16, 32).to("tpu"), torch.randn(16, 1).to("tpu")
+        with torchtpu.eager_mode(mode):
+            before = metrics()
+            for _ in range(30):
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            torch.tpu.synchronize()
+            after = metrics()
+        counts = {k: after[k] - before[k] for k in ("executables_compiled",
+                                                     "deferred_repeat_flushes",
+                                                     "deferred_cache_misses")}
+        return [p.detach().cpu() for p in model.parameters()], counts
+
+    expected, _ = train("strict")
+    params, counts = train("defer_and_fuse")
+    for got, want in zip(params, expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert counts["executables_compiled"] <= 10, counts
+    assert counts["deferred_cache_misses"] <= 3, counts
+    assert counts["deferred_repeat_flushes"] >= 25, counts
+
+
+def test_a_loop_that_reads_a_value_every_step_is_cut_only_there():
+    """A step made of two equal halves is not cut between them once reads mark the steps."""
+    with torchtpu.eager_mode("defer_and_fuse"):
+        x = torch.zeros(8, device="tpu")
+
+        def step(x):
+            for _ in range(2):  # two equal blocks of 40 ops
+                for _ in range(20):
+                    x = x * 0.5 + 1
+            x.sum().item()
+            return x
+
+        x = step(step(x))
+        before = metrics()
+        for _ in range(4):
+            x = step(x)
+        after = metrics()
+    assert after["deferred_flushes"] - before["deferred_flushes"] == 4
+    assert after["deferred_cache_misses"] == before["deferred_cache_misses"]

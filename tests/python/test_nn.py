@@ -121,3 +121,33 @@ def test_linear_and_matmul_family():
           torch.randn(2, 4, 2), torch.randn(2, 3, 2))
     check(lambda x, y: torch.einsum("bij,bjk->bik", x, y), torch.randn(2, 3, 4),
           torch.randn(2, 4, 2))
+
+
+def tied_model():
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    return torch.nn.ModuleDict({"emb": emb, "head": head})
+
+
+def test_module_to_keeps_tied_parameters_tied():
+    m = tied_model().to("tpu")
+    assert m.emb.weight is m.head.weight
+    assert len(list(m.parameters())) == 1
+    m = m.cpu().to("tpu")  # round trips keep the tie too
+    assert m.emb.weight is m.head.weight and m.emb.weight.device.type == "tpu"
+
+
+def test_tied_model_trains_like_cpu():
+    models = {"cpu": tied_model(), "tpu": tied_model().to("tpu")}
+    tokens = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
+    for device, m in models.items():
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        for _ in range(3):
+            opt.zero_grad()
+            x = tokens.to(device)
+            F.cross_entropy(m.head(m.emb(x)).flatten(0, 1), x.flatten()).backward()
+            opt.step()
+    torch.testing.assert_close(models["tpu"].emb.weight.detach().cpu(),
+                               models["cpu"].emb.weight.detach(), rtol=1e-4, atol=1e-5)

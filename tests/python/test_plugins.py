@@ -67,6 +67,13 @@ def test_bad_num_devices_is_rejected(value):
     assert "count 0 False" in out
 
 
+def test_absurd_num_devices_is_refused_not_waited_for():
+    out = probe(TORCHTPU_NUM_DEVICES="100000")
+    assert "TORCHTPU_NUM_DEVICES must be at most 128 (PyTorch numbers devices with an int8), " \
+           "not '100000'" in out
+    assert "count 0 False" in out
+
+
 def test_auto_picks_the_cpu_plugin_here():
     out = probe(TORCHTPU_PLATFORM="auto", TORCHTPU_PJRT_PLUGIN=None)
     assert "ok XLA CPU (PJRT 0.81)" in out

@@ -196,3 +196,22 @@ def test_data_pointers_are_distinct_and_never_host_memory():
     b = torch.empty(100, device="tpu")
     assert abs(a.data_ptr() - b.data_ptr()) >= 400
     assert a.untyped_storage().nbytes() == 400
+
+
+def test_cpu_and_tpu_tensors_have_compatible_shallow_copy_types():
+    cpu, tpu = torch.zeros(1), torch.zeros(1, device="tpu")
+    assert torch._has_compatible_shallow_copy_type(cpu, tpu)
+    assert torch._has_compatible_shallow_copy_type(tpu, cpu)
+    assert torch._has_compatible_shallow_copy_type(tpu, tpu)
+    assert not torch._has_compatible_shallow_copy_type(tpu, torch.zeros(1, device="meta"))
+
+
+def test_assigning_data_moves_a_parameter_in_place():
+    p = torch.nn.Parameter(torch.zeros(3))
+    p.data = torch.tensor([1.0, 2.0, 3.0], device="tpu")
+    assert isinstance(p, torch.nn.Parameter) and p.device.type == "tpu" and p.requires_grad
+    (p * p).sum().backward()
+    assert p.grad.device.type == "tpu"
+    assert torch.equal(p.grad.cpu(), torch.tensor([2.0, 4.0, 6.0]))
+    p.data = p.data.cpu()
+    assert p.device.type == "cpu" and torch.equal(p.detach(), torch.tensor([1.0, 2.0, 3.0]))
