@@ -127,13 +127,14 @@ def test_a_compiled_graph_checks_its_indices_on_every_replay():
     good = torch.tensor([1, 2], device="tpu")
     expected = emb.weight.detach().cpu()[[1, 2]].sum()
     torch.testing.assert_close(fn(good).cpu(), expected)
-    replays = torchtpu.metrics()["compiled_replays"]
+    before = torchtpu.metrics()
     with pytest.raises(IndexError, match="aten::index_select: index out of range in self "
                                          r"\(index 12 of dimension 0 with size 10\)"):
         fn(torch.tensor([1, 12], device="tpu")).cpu()
     torch.testing.assert_close(fn(good).cpu(), expected)
-    assert torchtpu.metrics()["compiled_replays"] >= replays + 2
-    assert torchtpu.metrics()["compiled_eager_runs"] == 0
+    after = torchtpu.metrics()
+    assert after["compiled_replays"] >= before["compiled_replays"] + 2
+    assert after["compiled_eager_runs"] == before["compiled_eager_runs"]
 
 
 def test_index_checks_can_be_turned_off():
