@@ -213,6 +213,14 @@ std::optional<std::string> DiskCache::read_entry(int fd, int open_error, const s
             payload_size == data.size() - kHeader - key_size &&
             data.compare(24, 32, content_hash(data.substr(kHeader))) == 0;
   }
+  if (!whole && data.size() >= 8 && std::memcmp(data.data(), kMagic, 6) == 0 &&
+      std::memcmp(data.data(), kMagic, 8) != 0) {
+    // Another format version (an earlier torchtpu's): replaced without a word, as after any
+    // upgrade, instead of one warning per entry.
+    std::error_code ignored;
+    fs::remove(path, ignored);
+    return std::nullopt;
+  }
   if (!whole) return bad("is corrupted or truncated");
   if (data.compare(kHeader, key_size, expected_key) != 0) {
     return bad("was written for a different program (its stored key differs)");

@@ -133,6 +133,16 @@ def test_crafted_entry_with_a_payload_the_plugin_refuses_is_recompiled(tmp_path)
     assert run(tmp_path, "add")["metrics"]["executables_compiled"] == 0
 
 
+def test_entry_of_an_earlier_format_is_replaced_without_a_warning(tmp_path):
+    add = entry_of(tmp_path, "add")
+    with open(add, "wb") as f:
+        f.write(b"TTPUXC01" + bytes(64))  # what an earlier torchtpu wrote under this name
+    out = run(tmp_path, "add")
+    assert not out["warnings"]
+    assert out["metrics"]["executables_compiled"] == 1
+    assert open(add, "rb").read()[:8] == MAGIC
+
+
 def test_folder_and_entries_are_private_whatever_the_umask(tmp_path):
     cache = tmp_path / "new" / "cache"
     r = run_python("import os; os.umask(0)\n" + PROGRAM, TORCHTPU_CACHE_DIR=str(cache), OP="add")
