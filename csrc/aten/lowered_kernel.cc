@@ -192,20 +192,25 @@ using MetaResult = std::vector<ReturnSpec>;
 // so PyTorch's meta function, written in Python for most ops, runs once per signature.
 class MetaCache {
  public:
-  const MetaResult* find(const hlo::Fingerprint& key) {
+  // Results are shared and never changed once stored: another thread may be reading one while
+  // this one inserts the same signature, or clears the table.
+  using Entry = std::shared_ptr<const MetaResult>;
+  Entry find(const hlo::Fingerprint& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = results_.find(key);
-    return it == results_.end() ? nullptr : &it->second;
+    return it == results_.end() ? nullptr : it->second;
   }
-  const MetaResult* insert(const hlo::Fingerprint& key, MetaResult result) {
+  // The result stored for `key`: `result`, or the one another thread stored first.
+  Entry insert(const hlo::Fingerprint& key, MetaResult result) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (results_.size() > 100000) results_.clear();  // bounds memory on shape-varying loads
-    return &results_.insert_or_assign(key, std::move(result)).first->second;
+    return results_.try_emplace(key, std::make_shared<const MetaResult>(std::move(result)))
+        .first->second;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<hlo::Fingerprint, MetaResult, hlo::FingerprintHash> results_;
+  std::unordered_map<hlo::Fingerprint, Entry, hlo::FingerprintHash> results_;
 };
 
 MetaCache& meta_cache() {
@@ -422,7 +427,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     add_key(key, args[i], is_scalar_type(arguments[i]),
             factory || is_static_scalar(arguments[i]));
   }
-  const MetaResult* meta = meta_cache().find(key);
+  MetaCache::Entry meta = meta_cache().find(key);
   if (meta == nullptr) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
     bool judged = needs_cpu_verdict(schema, args, binding.elementwise);

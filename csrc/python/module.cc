@@ -16,22 +16,29 @@ using namespace torchtpu;
 
 namespace {
 
+// The folders of torch's and torchtpu's Python code, found at import (not lazily: a static
+// initialized under the GIL could wait on another thread that holds the GIL and waits for it).
+std::vector<std::string>& library_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+
+void find_library_dirs() {
+  py::module_ os = py::module_::import("os");
+  for (const char* name : {"torch", "torchtpu"}) {
+    py::object module = py::module_::import("sys").attr("modules").attr("get")(name);
+    if (module.is_none() || !py::hasattr(module, "__file__")) continue;
+    library_dirs().push_back(
+        py::str(os.attr("path").attr("dirname")(module.attr("__file__"))).cast<std::string>() + "/");
+  }
+}
+
 // The innermost Python frame outside torch and torchtpu ("train.py:12"): where a user called the
 // op whose device-side check failed. Empty on a thread running no Python (autograd's workers).
 std::string python_location() {
   // Not while the interpreter shuts down: a daemon thread taking the GIL then never returns.
   if (!Py_IsInitialized() || _Py_IsFinalizing()) return "";
   py::gil_scoped_acquire gil;
-  static const std::vector<std::string> library_dirs = [] {
-    std::vector<std::string> dirs;
-    py::module_ os = py::module_::import("os");
-    for (const char* name : {"torch", "torchtpu"}) {
-      py::object module = py::module_::import("sys").attr("modules").attr("get")(name);
-      if (module.is_none() || !py::hasattr(module, "__file__")) continue;
-      dirs.push_back(py::str(os.attr("path").attr("dirname")(module.attr("__file__"))).cast<std::string>() + "/");
-    }
-    return dirs;
-  }();
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   std::string where;
@@ -40,7 +47,7 @@ std::string python_location() {
     const char* file = PyUnicode_AsUTF8(code->co_filename);
     std::string name = file != nullptr ? file : "";
     bool library = false;
-    for (const std::string& dir : library_dirs) library = library || name.rfind(dir, 0) == 0;
+    for (const std::string& dir : library_dirs()) library = library || name.rfind(dir, 0) == 0;
     if (!library && !name.empty()) where = name + ":" + std::to_string(PyFrame_GetLineNumber(frame));
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
@@ -238,6 +245,7 @@ PYBIND11_MODULE(_C, m) {
          return mine != nullptr && mine == _PyThreadState_UncheckedGet();
        },
        [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; }});
+  find_library_dirs();
   aten::set_python_location(python_location);
   m.def(
       "_configure",
