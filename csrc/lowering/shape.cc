@@ -129,7 +129,11 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Dims shape = out_shape(a);
   int64_t steps = shape.empty() ? 1 : shape[0];
   ElementType c = hlo::is_complex(t) ? t : ElementType::kF64;
-  Value start = convert(b, v[0], c), end = convert(b, v[1], c);
+  // An integer linspace starts from the ends converted to the integer type (truncated), and
+  // truncates each value, as the CPU does.
+  bool integral = !hlo::is_floating(t) && !hlo::is_complex(t);
+  Value start = convert(b, integral ? convert(b, v[0], t) : v[0], c);
+  Value end = convert(b, integral ? convert(b, v[1], t) : v[1], c);
   if (steps <= 1) return {convert(b, broadcast_to(b, start, shape), t)};
   Value step = binary(b, "stablehlo.divide", binary(b, "stablehlo.subtract", end, start),
                       constant(b, c, static_cast<double>(steps - 1)));
@@ -143,7 +147,6 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
                              full(b, ElementType::kS64, shape, static_cast<double>(steps / 2)),
                              "LT");
   Value r = select(b, first_half, from_start, from_end);
-  if (!hlo::is_floating(t) && !hlo::is_complex(t)) r = unary(b, "stablehlo.floor", r);
   return {convert(b, r, t)};
 }
 
