@@ -17,6 +17,13 @@ ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 _fresh = itertools.count(101)
 
 
+@pytest.fixture(autouse=True)
+def strict_mode():
+    """Names and counts below are Strict's (one program per op) unless a test says otherwise."""
+    with torchtpu.eager_mode("strict"):
+        yield
+
+
 def fresh_size():
     return next(_fresh)
 
@@ -225,3 +232,18 @@ def test_nested_record_functions_each_enclose_their_device_work(tmp_path):
     assert outer[0] <= exp[0] and cos[1] <= outer[1]
     assert inner[0] <= exp[0] and exp[1] <= inner[1]
     assert inner[1] <= cos[1] and not (inner[0] <= cos[0] and cos[1] <= inner[1])
+
+
+def test_backward_ops_on_the_autograd_thread_have_device_time():
+    w = torch.randn(16, 16).to("tpu").requires_grad_()
+    x = torch.randn(4, 16).to("tpu")
+    (x @ w).sum().backward()
+    torch.tpu.synchronize()
+    with profile(activities=ACTIVITIES) as prof:
+        (x @ w).sum().backward()
+        torch.tpu.synchronize()
+    backward = [e for e in prof.events() if e.name == "MmBackward0"]
+    assert backward
+    mm = [e for e in prof.events() if e.name == "aten::mm" and e.thread == backward[0].thread]
+    assert mm and sum(e.device_time_total for e in mm) > 0
+    assert mm[0].thread != next(e for e in prof.events() if e.name == "aten::sum").thread
