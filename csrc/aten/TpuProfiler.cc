@@ -106,12 +106,14 @@ class TpuProfilerSession : public libkineto::IActivityProfilerSession {
       act.resource = kProgramsTrack;
       act.log(logger);
     }
+    // Kineto asks the session for one device (getDeviceInfo); the others are named here.
+    for (int d : devices_) {
+      if (d != *devices_.begin()) logger.handleDeviceInfo(*device_info(d), start_time);
+    }
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
-    int device = devices_.empty() ? 0 : *devices_.begin();
-    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
-        device, device, "tpu:" + std::to_string(device), "tpu:" + std::to_string(device)});
+    return device_info(devices_.empty() ? 0 : *devices_.begin());
   }
 
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
@@ -133,6 +135,12 @@ class TpuProfilerSession : public libkineto::IActivityProfilerSession {
   void popUserCorrelationId() override { trace::pop_correlation(true); }
 
  private:
+  static std::unique_ptr<libkineto::DeviceInfo> device_info(int device) {
+    std::string name = "tpu:" + std::to_string(device);
+    return std::make_unique<libkineto::DeviceInfo>(
+        libkineto::DeviceInfo{device, device, name, name});
+  }
+
   // Device work goes on the device's tracks, linked to the op that launched it (so it counts as
   // that op's device time); compiles and flushes on the thread that ran them.
   void log_interval(const trace::Interval& i, const libkineto::getLinkedActivityCallback& linked,
