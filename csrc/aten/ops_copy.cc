@@ -7,6 +7,7 @@
 #include "engine/device_asserts.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
+#include "engine/trace.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -46,7 +47,10 @@ void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst) {
   bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
                 dst.sizes() == src.sizes() && !dst.is_conj() && !dst.is_neg();
   at::Tensor host = direct ? dst : at::empty(src.sizes(), dst.options().dtype(src.scalar_type()));
-  if (src.numel() > 0) dense_buffer(src)->to_host(host.data_ptr(), host.nbytes());
+  if (src.numel() > 0) {
+    engine::trace::to_host(*dense_buffer(src), host.data_ptr(), host.nbytes(),
+                           src.device().index());
+  }
   engine::raise_failed_asserts(src.device().index());  // a wait: as CUDA's, it reports them
   if (!direct) dst.copy_(host);
 }

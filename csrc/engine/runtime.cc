@@ -9,6 +9,7 @@
 
 #include "engine/device_asserts.h"
 #include "engine/exit_gate.h"
+#include "engine/trace.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -136,6 +137,7 @@ std::string Runtime::device_name() const {
 
 std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::ElementType type,
                                               const std::vector<int64_t>& dims, int device) const {
+  trace::Range copy(trace::Kind::kCopyToDevice, device, trace::bytes(hlo::byte_width(type), dims));
   return client_->buffer_from_host(data, static_cast<PJRT_Buffer_Type>(type), dims,
                                    this->device(device));
 }
@@ -158,7 +160,9 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void*
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     const pjrt::Executable& executable, const std::vector<PJRT_Buffer*>& arguments, int device) {
   std::unique_ptr<pjrt::Event> done;
+  int64_t launch = trace::launch_time();
   std::vector<std::unique_ptr<pjrt::Buffer>> made = executable.execute(arguments, this->device(device), &done);
+  trace::launched(launch, device, done.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(made.begin()),
                                                      std::make_move_iterator(made.end()));
   if (!done) {

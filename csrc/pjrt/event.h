@@ -1,6 +1,7 @@
 // An owned PJRT_Event.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "pjrt/plugin.h"
@@ -18,6 +19,9 @@ class Event {
   // Blocks until the event is ready; throws the error it carries, if any.
   void await() const;
   bool is_ready() const;
+  // Calls `callback` once the event is ready, on a thread of the plugin's (or at once, on this
+  // one, when it already is); `ok` says whether it carries no error. The callback must not block.
+  void on_ready(std::function<void(bool ok)> callback) const;
 
  private:
   std::shared_ptr<const Plugin> plugin_;
