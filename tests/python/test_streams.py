@@ -20,6 +20,13 @@ def long_chain(x, n):
     return x
 
 
+@pytest.fixture(params=["strict", "defer_and_fuse"])
+def async_mode(request):
+    """The eager modes that launch without waiting (Debug waits after every op)."""
+    with torchtpu.eager_mode(request.param):
+        yield request.param
+
+
 @pytest.fixture
 def big():
     x = torch.randn(1024, 1024, device="tpu")
@@ -98,7 +105,7 @@ def test_work_on_two_streams_ordered_by_wait_stream(each_eager_mode):
     torch.testing.assert_close(z.cpu(), (long_chain(x, 3) + 1) * 2)
 
 
-def test_event_query_is_false_while_its_work_runs(big):
+def test_event_query_is_false_while_its_work_runs(async_mode, big):
     done = torch.tpu.Event()
     assert done.query()  # never recorded
     y = long_chain(big, 6)
@@ -110,6 +117,12 @@ def test_event_query_is_false_while_its_work_runs(big):
     torch.tpu.synchronize()
     assert torch.tpu.current_stream().query()
     assert torch.isfinite(y).all()
+
+
+def test_debug_mode_events_are_done_when_recorded(big):
+    with torchtpu.eager_mode("debug"):
+        long_chain(big, 2)
+        assert torch.tpu.current_stream().record_event().query()
 
 
 def test_event_in_defer_and_fuse_launches_pending_work(big):
@@ -124,22 +137,23 @@ def test_event_in_defer_and_fuse_launches_pending_work(big):
         assert torch.isfinite(y).all()
 
 
-def test_event_synchronize_waits_for_the_work_before_it_only(big):
+def test_event_synchronize_waits_for_the_work_before_it_only(async_mode, big):
     first = torch.tpu.Event()
     a = long_chain(big, 2)
     first.record()
-    long_chain(a, 8)  # depends on a: starts when the first part ends
+    b = long_chain(a, 8)  # depends on a: starts when the first part ends
     first.synchronize()
     assert first.query()
     assert not torch.tpu.current_stream().query()
     torch.tpu.synchronize()
+    assert torch.isfinite(b).all()
 
 
-def test_elapsed_time_is_the_device_time_between_events(big):
+def test_elapsed_time_is_the_device_time_between_events(async_mode, big):
     start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
     t0 = time.perf_counter()
     start.record()
-    long_chain(big, 6)
+    y = long_chain(big, 6)
     end.record()
     end.synchronize()
     wall_ms = (time.perf_counter() - t0) * 1000
@@ -151,9 +165,10 @@ def test_elapsed_time_is_the_device_time_between_events(big):
     b.record()
     b.synchronize()
     assert 0 <= a.elapsed_time(b) < 0.1 * elapsed
+    assert torch.isfinite(y).all()
 
 
-def test_elapsed_time_errors(big):
+def test_elapsed_time_errors(async_mode, big):
     plain = torch.tpu.Event()
     timed, other = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
     timed.record()
@@ -162,12 +177,13 @@ def test_elapsed_time_errors(big):
         timed.elapsed_time(plain)
     with pytest.raises(ValueError, match="recorded"):
         timed.elapsed_time(other)
-    long_chain(big, 4)
+    y = long_chain(big, 4)
     other.record()
     with pytest.raises(RuntimeError, match="completed"):
         timed.elapsed_time(other)
     torch.tpu.synchronize()
     assert timed.elapsed_time(other) > 0
+    assert torch.isfinite(y).all()
 
 
 def test_event_wait_and_stream_wait_event():
@@ -193,7 +209,7 @@ def test_record_stream_runs_on_the_device(fallback_error):
     assert x.cpu().tolist() == [1] * 8
 
 
-def test_torch_stream_event_and_accelerator_api(big):
+def test_torch_stream_event_and_accelerator_api(async_mode, big):
     s = torch.Stream("tpu")
     assert s.device_type == torch.tpu.current_stream().device_type and s.stream_id != 0
     prev = torch.accelerator.current_stream()
@@ -202,11 +218,12 @@ def test_torch_stream_event_and_accelerator_api(big):
     try:
         e = torch.Event("tpu", enable_timing=True)
         e.record()
-        long_chain(big, 4)
+        y = long_chain(big, 4)
         f = s.record_event(torch.Event("tpu", enable_timing=True))
         assert not f.query()
         torch.accelerator.synchronize()
         assert f.query() and e.elapsed_time(f) > 0
+        assert torch.isfinite(y).all()
     finally:
         torch.accelerator.set_stream(prev)
 
