@@ -7,6 +7,15 @@ from typing import Any
 import torch
 
 from . import _C
+from .streams import (  # noqa: F401
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 def _index(device: Any = None) -> int:

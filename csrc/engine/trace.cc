@@ -170,7 +170,7 @@ void launched(int64_t launch_ns, int device, const pjrt::Event* done) {
   }
   if (done == nullptr) return;
   // Runs on a plugin thread: takes only the sink's lock (never the GIL, never a device's).
-  auto complete = [session, index](bool) {
+  auto complete = [session, index](const std::string&) {
     int64_t end = now_ns();
     Sink& s = sink();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -181,7 +181,7 @@ void launched(int64_t launch_ns, int device, const pjrt::Event* done) {
   try {
     done->on_ready(complete);
   } catch (const std::exception&) {
-    complete(false);  // a plugin without OnReady: the launch is all that is known
+    complete("");  // a plugin without OnReady: the launch is all that is known
   }
 }
 
