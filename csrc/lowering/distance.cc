@@ -161,7 +161,8 @@ Values pdist(FunctionBuilder& b, const Values& v, const Attrs& a) {
 
 // A pair vector [pairs] spread into a symmetric [n, n] matrix (zero diagonal).
 Value symmetric(FunctionBuilder& b, const Value& pairs, int64_t n) {
-  std::string dims = std::string("scatter_dimension_numbers = #stablehlo.scatter<") + kFlatDims + ">";
+  std::string dims =
+      std::string("scatter_dimension_numbers = #stablehlo.scatter<") + kFlatDims + ">";
   Value upper = scatter(b, full(b, pairs.shape.type, {n * n}, 0), pair_indices(b, n, false), pairs,
                         true, dims);
   Value both = scatter(b, upper, pair_indices(b, n, true), pairs, true, dims);

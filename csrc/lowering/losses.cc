@@ -27,7 +27,8 @@ Value reduction_scale(FunctionBuilder& b, const Value& g, int64_t reduction, int
 Dims broadcast_shape(const Dims& x, const Dims& y) {
   Dims out(std::max(x.size(), y.size()), 1);
   for (size_t i = 0; i < out.size(); ++i) {
-    int64_t dx = i < x.size() ? x[x.size() - 1 - i] : 1, dy = i < y.size() ? y[y.size() - 1 - i] : 1;
+    int64_t dx = i < x.size() ? x[x.size() - 1 - i] : 1;
+    int64_t dy = i < y.size() ? y[y.size() - 1 - i] : 1;
     out[out.size() - 1 - i] = dx == 1 ? dy : dx;
   }
   return out;
@@ -356,7 +357,8 @@ void register_loss_rules(Registry& r) {
         {"nll_loss_backward", "nll_loss_backward.grad_input", "nll_loss2d_backward",
          "nll_loss2d_backward.grad_input"});
   r.add("mse_loss", mse_loss, {"mse_loss", "mse_loss.out"});
-  r.add("mse_loss_backward", mse_loss_backward, {"mse_loss_backward", "mse_loss_backward.grad_input"});
+  r.add("mse_loss_backward", mse_loss_backward,
+        {"mse_loss_backward", "mse_loss_backward.grad_input"});
   r.add("binary_cross_entropy", binary_cross_entropy, all("binary_cross_entropy"));
   r.add("binary_cross_entropy_backward", binary_cross_entropy_backward,
         all("binary_cross_entropy_backward"));

@@ -176,7 +176,8 @@ def test_activation_edges_nan_and_gradients(fn):
 
 
 @pytest.mark.parametrize("fn", [
-    lambda x: F.elu_(x, 0.5), lambda x: F.hardtanh_(x, -0.5, 0.25), lambda x: F.threshold_(x, 0.0, 7.0),
+    lambda x: F.elu_(x, 0.5), lambda x: F.hardtanh_(x, -0.5, 0.25),
+    lambda x: F.threshold_(x, 0.0, 7.0),
     lambda x: F.hardswish(x, inplace=True), lambda x: F.mish(x, inplace=True),
 ], ids=["elu_", "hardtanh_", "threshold_", "hardswish_", "mish_"])
 def test_inplace_activation_on_a_non_contiguous_view(fn):
