@@ -67,7 +67,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",
-                           "_native_batch_norm_legit_no_training"}) {
+                           "_native_batch_norm_legit_no_training", "_batch_norm_with_update"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
   }
 

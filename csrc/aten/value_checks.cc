@@ -6,7 +6,11 @@
 
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/ge.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -75,6 +79,22 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
     int64_t classes = x.dim() <= 1 ? x.size(0) : x.size(1);
     add(arg("target")->toTensor(), 0, classes, true, "Target {} is out of bounds.",
         arg("ignore_index")->toInt());
+  } else if (rule == "multi_margin_loss" || rule == "multilabel_margin_loss") {
+    const at::Tensor& x = arg("self")->toTensor();
+    int64_t classes = x.dim() == 0 ? 1 : x.size(-1);
+    if (rule == "multi_margin_loss") {
+      add(arg("target")->toTensor(), 0, classes, false, "target out of range");
+    } else {
+      add(arg("target")->toTensor(), -1, classes, false, "argument #2 'target' is out of range");
+    }
+  } else if (rule == "binary_cross_entropy") {
+    // Values outside [0, 1] (or NaN) are a failed check: the op's flag of them, checked in [0, 1).
+    for (const char* name : {"self", "target"}) {
+      const at::Tensor& t = arg(name)->toTensor();
+      add(t.ge(0).logical_and(t.le(1)).logical_not(), 0, 1, false,
+          std::string("all elements of ") + (name[0] == 's' ? "input" : "target") +
+              " should be between 0 and 1");
+    }
   } else if (rule == "embedding_backward") {
     int64_t n = arg("num_weights")->toInt();
     add(arg("indices")->toTensor(), 0, n, true, out_of_bounds(0, n));

@@ -30,6 +30,9 @@ const Table& built_table() {
     register_conv_rules(r);
     register_pooling_rules(r);
     register_assert_rules(r);
+    register_activation_rules(r);
+    register_loss_rules(r);
+    register_distance_rules(r);
     return true;
   }();
   (void)built;

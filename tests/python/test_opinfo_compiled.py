@@ -20,14 +20,16 @@ import torchtpu
 pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 
 # By OpInfo key (name.variant).
-OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "clamp", "cumsum",
+OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "cdist", "clamp", "cumsum",
        "div.no_rounding_mode", "div.floor_rounding", "eq",
        "exp", "flip", "gather", "index_select", "log", "log_softmax", "logsumexp",
        "masked_fill", "matmul", "maximum", "mean", "mm", "mul", "nn.functional.avg_pool2d",
-       "nn.functional.conv2d", "nn.functional.cross_entropy", "nn.functional.embedding",
-       "nn.functional.gelu", "nn.functional.layer_norm", "nn.functional.max_pool2d",
-       "nn.functional.mse_loss", "nn.functional.pad.constant", "nn.functional.relu",
-       "nn.functional.silu", "permute", "pow", "reshape", "roll", "scatter_add", "sigmoid",
+       "nn.functional.binary_cross_entropy", "nn.functional.conv2d",
+       "nn.functional.cross_entropy", "nn.functional.elu", "nn.functional.embedding",
+       "nn.functional.gelu", "nn.functional.glu", "nn.functional.hardswish",
+       "nn.functional.layer_norm", "nn.functional.max_pool2d", "nn.functional.mse_loss",
+       "nn.functional.pad.constant", "nn.functional.relu", "nn.functional.silu",
+       "nn.functional.smooth_l1_loss", "permute", "pow", "reshape", "roll", "scatter_add", "sigmoid",
        "sin", "softmax", "sort", "split", "stack", "std", "sub", "sum", "tanh", "topk",
        "transpose", "tril", "var", "where"]
 
