@@ -30,6 +30,9 @@ const Table& built_table() {
     register_conv_rules(r);
     register_pooling_rules(r);
     register_assert_rules(r);
+    register_scan_rules(r);
+    register_sort_rules(r);
+    register_search_rules(r);
     return true;
   }();
   (void)built;

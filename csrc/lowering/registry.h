@@ -87,5 +87,8 @@ void register_random_rules(Registry& r);
 void register_conv_rules(Registry& r);
 void register_pooling_rules(Registry& r);
 void register_assert_rules(Registry& r);
+void register_scan_rules(Registry& r);
+void register_sort_rules(Registry& r);
+void register_search_rules(Registry& r);
 
 }  // namespace torchtpu::lowering
