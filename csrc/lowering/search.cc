@@ -74,6 +74,10 @@ Value insertion_points(FunctionBuilder& b, const Value& values, const Value& bou
 // self, sorter (if given).
 Values searchsorted(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value sorted = v[0], values = v[1];
+  ElementType out = out_type(a);
+  if (values.shape.numel() == 0 || sorted.shape.numel() == 0) {
+    return {full(b, out, out_shape(a), 0)};
+  }
   if (v.size() > 2) {  // the sequence in sorter's order
     const Dims& d = sorted.shape.dims;
     size_t rank = d.size();
@@ -97,9 +101,6 @@ Values searchsorted(FunctionBuilder& b, const Values& v, const Attrs& a) {
                       FunctionBuilder::i64_array(Dims(rank, 1)) + ", indices_are_sorted = false");
   }
   bool right = a.i("right") != 0 || (a.has("side") && a.s("side") == "right");
-  ElementType out = out_type(a);
-  if (values.shape.numel() == 0) return {full(b, out, out_shape(a), 0)};
-  if (sorted.shape.numel() == 0) return {full(b, out, out_shape(a), 0)};
   return {reshape(b, insertion_points(b, values, sorted, right, compute_type(a), out),
                   out_shape(a))};
 }

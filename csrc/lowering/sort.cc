@@ -128,7 +128,7 @@ LoweringRule order_statistic(Statistic s) {
     }
     if (x.shape.rank() == 0) return Values{x, constant(b, ElementType::kS64, 0)};
     int64_t axis = whole ? 0 : normalize_dim(a.i("dim"), x.shape.rank());
-    if (x.shape.dims[axis] == 0) {
+    if (x.shape.numel() == 0) {  // nothing to gather from
       return Values{full(b, x.shape.type, out_shape(a), 0),
                     full(b, ElementType::kS64, out_shape(a, 1), 0)};
     }
@@ -160,7 +160,7 @@ Values mode(FunctionBuilder& b, const Values& v, const Attrs& a) {
   if (x.shape.rank() == 0) return {x, constant(b, ElementType::kS64, 0)};
   int64_t axis = normalize_dim(a.i("dim"), x.shape.rank());
   int64_t n = x.shape.dims[axis];
-  if (n == 0) {
+  if (x.shape.numel() == 0) {
     return {full(b, x.shape.type, out_shape(a), 0), full(b, ElementType::kS64, out_shape(a, 1), 0)};
   }
   auto [values, indices] = sort_along(b, x, axis, false);

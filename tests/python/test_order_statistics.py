@@ -20,6 +20,12 @@ R = torch.randn(4, 6, generator=G)
 
 
 
+def flushed(d, result):
+    """`result` (a tensor or a pair) and an op with a non-empty result after it."""
+    first = result[0] if isinstance(result, tuple) else result
+    return first, torch.arange(3.0).to(d) * 2
+
+
 def values_and_indices(result, rows):
     """All values, and the indices of `rows` only."""
     return result.values, result.indices[rows]
@@ -85,6 +91,13 @@ CASES = {
     "aminmax_nan": lambda d: torch.aminmax(WITH_NAN.to(d), dim=1),
     "trace_int": lambda d: torch.trace(torch.arange(12).view(3, 4).to(d)),
     "renorm": lambda d: torch.renorm(R.to(d), 1, 0, 2.0),
+    # Empty inputs, each followed by an op with a result: DeferAndFuse compiles them together.
+    "median_no_rows": lambda d: flushed(d, torch.zeros(0, 5).to(d).median(1)),
+    "mode_no_rows": lambda d: flushed(d, torch.zeros(0, 3).to(d).mode(1)),
+    "kthvalue_no_rows": lambda d: flushed(d, torch.zeros(0, 3).to(d).kthvalue(1, 1)),
+    "searchsorted_empty_sorter": lambda d: flushed(d, torch.searchsorted(
+        torch.zeros(2, 0).to(d), torch.ones(2, 1).to(d),
+        sorter=torch.zeros(2, 0, dtype=torch.long).to(d))),
 }
 
 
