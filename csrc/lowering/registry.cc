@@ -33,6 +33,9 @@ const Table& built_table() {
     register_activation_rules(r);
     register_loss_rules(r);
     register_distance_rules(r);
+    register_scan_rules(r);
+    register_sort_rules(r);
+    register_search_rules(r);
     return true;
   }();
   (void)built;

@@ -90,5 +90,8 @@ void register_assert_rules(Registry& r);
 void register_activation_rules(Registry& r);
 void register_loss_rules(Registry& r);
 void register_distance_rules(Registry& r);
+void register_scan_rules(Registry& r);
+void register_sort_rules(Registry& r);
+void register_search_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

@@ -150,6 +150,20 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, r, t)};
 }
 
+// logspace(start, end, steps, base): base to the power of linspace's exponents, in float64 from
+// start and end in the output type, as PyTorch's kernel.
+Values logspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  if (hlo::is_complex(t)) throw Unsupported("torchtpu: complex logspace is not lowered");
+  Dims shape = out_shape(a);
+  Values ends{convert(b, convert(b, v[0], t), ElementType::kF64),
+              convert(b, convert(b, v[1], t), ElementType::kF64)};
+  Value exponent =
+      linspace(b, ends, Attrs().set_type("type", ElementType::kF64).set("shape", shape))[0];
+  Value base = splat(b, v[2], ElementType::kF64, shape);
+  return {convert(b, binary(b, "stablehlo.power", base, exponent), t)};
+}
+
 // eye(n, m): ones on the diagonal.
 Values eye(FunctionBuilder& b, const Values&, const Attrs& a) {
   Dims shape = out_shape(a);
@@ -162,6 +176,7 @@ Values eye(FunctionBuilder& b, const Values&, const Attrs& a) {
 
 void register_shape_rules(Registry& r) {
   r.add("linspace", linspace, {"linspace.out"});
+  r.add("logspace", logspace, {"logspace.out"});
   r.add("eye", eye, {"eye.out", "eye.m_out"});
   r.add("cat", cat, {"cat", "cat.out"});
   r.add("tril", triangle(true), {"tril", "tril.out", "tril_"});

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 # By OpInfo key (name.variant).
 OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "cdist", "clamp", "cumsum",
        "div.no_rounding_mode", "div.floor_rounding", "eq",
-       "exp", "flip", "gather", "index_select", "log", "log_softmax", "logsumexp",
+       "exp", "flip", "gather", "index_add", "index_copy", "index_select", "isin", "cumprod",
+       "nan_to_num", "scatter_reduce.amax", "searchsorted", "kthvalue", "log", "log_softmax",
+       "logsumexp",
        "masked_fill", "matmul", "maximum", "mean", "mm", "mul", "nn.functional.avg_pool2d",
        "nn.functional.binary_cross_entropy", "nn.functional.conv2d",
        "nn.functional.cross_entropy", "nn.functional.elu", "nn.functional.embedding",
