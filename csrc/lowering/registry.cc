@@ -30,6 +30,10 @@ const Table& built_table() {
     register_conv_rules(r);
     register_pooling_rules(r);
     register_assert_rules(r);
+    register_upsample_rules(r);
+    register_padding_rules(r);
+    register_grid_sample_rules(r);
+    register_embedding_bag_rules(r);
     return true;
   }();
   (void)built;

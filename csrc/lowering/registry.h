@@ -87,5 +87,9 @@ void register_random_rules(Registry& r);
 void register_conv_rules(Registry& r);
 void register_pooling_rules(Registry& r);
 void register_assert_rules(Registry& r);
+void register_upsample_rules(Registry& r);
+void register_padding_rules(Registry& r);
+void register_grid_sample_rules(Registry& r);
+void register_embedding_bag_rules(Registry& r);
 
 }  // namespace torchtpu::lowering
