@@ -23,8 +23,9 @@ Dims expand_to(Dims d, size_t n, int64_t fallback) {
 Window window(const Attrs& a, size_t n) {
   Window w;
   w.kernel = expand_to(a.ints("kernel_size"), n, 1);
-  w.stride = a.has("stride") ? expand_to(a.ints("stride"), n, 1) : w.kernel;
-  if (w.stride.empty()) w.stride = w.kernel;
+  // An empty stride means the kernel's.
+  bool strided = a.has("stride") && !a.ints("stride").empty();
+  w.stride = strided ? expand_to(a.ints("stride"), n, 1) : w.kernel;
   w.padding = expand_to(a.has("padding") ? a.ints("padding") : Dims{}, n, 0);
   w.dilation = expand_to(a.has("dilation") ? a.ints("dilation") : Dims{}, n, 1);
   return w;
