@@ -1,5 +1,5 @@
-// grid_sampler_2d/3d and their gradients: bilinear (trilinear) and nearest sampling of
-// input [N, C, *in] at the points of grid [N, *out, n] (x first), with PyTorch's padding modes
+// grid_sampler_2d/3d and their gradients: bilinear (trilinear), nearest and (2-d) bicubic sampling
+// of input [N, C, *in] at the points of grid [N, *out, n] (x first), with PyTorch's padding modes
 // (zeros, border, reflection) and align_corners, following ATen/native/GridSampler.h. The points
 // are values, so the corners are gathered (and the gradient scattered) on the device.
 #include <utility>
@@ -10,7 +10,7 @@
 namespace torchtpu::lowering {
 namespace {
 
-enum Interpolation : int64_t { kBilinear = 0, kNearest = 1 };
+enum Interpolation : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum Padding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
 
 struct Sampling {
@@ -60,6 +60,19 @@ Value reflect(FunctionBuilder& b, const Value& x, int64_t twice_low, int64_t twi
                 binary(b, "stablehlo.add", binary(b, "stablehlo.subtract", span, extra), min));
 }
 
+// The coordinate moved inside by the padding mode (border, reflection); zeros keeps it.
+Value pad_coordinate(FunctionBuilder& b, Value coord, int64_t size, const Sampling& s,
+                     Value* grad) {
+  if (s.padding == kBorder) {
+    coord = clip(b, coord, size, grad);
+  } else if (s.padding == kReflection) {
+    coord = s.align ? reflect(b, coord, 0, 2 * (size - 1), grad)
+                    : reflect(b, coord, -1, 2 * size - 1, grad);
+    coord = clip(b, coord, size, grad);
+  }
+  return coord;
+}
+
 // The source position along a dimension of `size` of normalized coordinate `x`; `grad` (when
 // given) is d position / d x.
 Value source_index(FunctionBuilder& b, const Value& x, int64_t size, const Sampling& s,
@@ -80,14 +93,8 @@ Value source_index(FunctionBuilder& b, const Value& x, int64_t size, const Sampl
                    fill(b, x, 2));
     if (grad) *grad = fill(b, x, size / 2.0);
   }
-  if (s.padding == kBorder) {
-    coord = clip(b, coord, size, grad);
-  } else if (s.padding == kReflection) {
-    coord = s.align ? reflect(b, coord, 0, 2 * (size - 1), grad)
-                    : reflect(b, coord, -1, 2 * size - 1, grad);
-    coord = clip(b, coord, size, grad);
-  }
-  return coord;
+  // Bicubic sampling pads each of its taps instead of the point.
+  return s.interpolation == kBicubic ? coord : pad_coordinate(b, coord, size, s, grad);
 }
 
 // One corner of every sampling point: its index along each spatial dim and whether it is inside.
@@ -233,18 +240,113 @@ Value channels_last(FunctionBuilder& b, const Value& v) {
 
 size_t corners(const Sampling& s, size_t n) { return s.interpolation == kNearest ? 1 : 1u << n; }
 
+// Keys' cubic convolution weights (A = -0.75) of the 4 taps around a point at fraction t, and
+// their derivatives as PyTorch's backward uses them (of the weight w.r.t. -t).
+std::vector<Value> cubic_weights(FunctionBuilder& b, const Value& t, bool derivative) {
+  auto k = [&](double v) { return fill(b, t, v); };
+  auto mul = [&](const Value& x, const Value& y) { return binary(b, "stablehlo.multiply", x, y); };
+  auto plus = [&](const Value& x, const Value& y) { return binary(b, "stablehlo.add", x, y); };
+  auto minus = [&](const Value& x, const Value& y) {
+    return binary(b, "stablehlo.subtract", x, y);
+  };
+  const double a = -0.75;
+  std::vector<Value> w;
+  if (!derivative) {
+    // ((a + 2) x - (a + 3)) x x + 1 for |x| <= 1; ((a x - 5a) x + 8a) x - 4a for 1 < |x| < 2.
+    auto near = [&](const Value& x) {
+      return plus(mul(mul(minus(mul(k(a + 2), x), k(a + 3)), x), x), k(1));
+    };
+    auto far = [&](const Value& x) {
+      return minus(mul(plus(mul(minus(mul(k(a), x), k(5 * a)), x), k(8 * a)), x), k(4 * a));
+    };
+    Value u = minus(k(1), t);
+    return {far(plus(t, k(1))), near(t), near(u), far(plus(u, k(1)))};
+  }
+  Value x0 = minus(k(-1), t), x1 = unary(b, "stablehlo.negate", t), x2 = minus(k(1), t),
+        x3 = minus(k(2), t);
+  w.push_back(minus(mul(minus(mul(k(-3 * a), x0), k(10 * a)), x0), k(8 * a)));
+  w.push_back(mul(minus(mul(k(-3 * (a + 2)), x1), k(2 * (a + 3))), x1));
+  w.push_back(mul(minus(mul(k(3 * (a + 2)), x2), k(2 * (a + 3))), x2));
+  w.push_back(plus(mul(minus(mul(k(3 * a), x3), k(10 * a)), x3), k(8 * a)));
+  return w;
+}
+
+struct Bicubic {
+  Value out, grad_input, grad_grid;
+};
+
+// Bicubic sampling of input [N, C, H, W] at grid [N, Ho, Wo, 2]: the 4x4 taps around each point,
+// each tap moved inside by the padding mode (zero outside). With `g` [N, Ho, Wo, C] it gives the
+// gradients instead.
+Bicubic bicubic(FunctionBuilder& b, const Value& input, const Value& grid, const Sampling& s,
+                const Value* g) {
+  Dims sizes = spatial_sizes(input);
+  Value gx, gy;
+  Value x = source_index(b, grid_coordinate(b, grid, 1, 2), sizes[1], s, &gx);
+  Value y = source_index(b, grid_coordinate(b, grid, 0, 2), sizes[0], s, &gy);
+  Value x0 = unary(b, "stablehlo.floor", x), y0 = unary(b, "stablehlo.floor", y);
+  Value tx = binary(b, "stablehlo.subtract", x, x0), ty = binary(b, "stablehlo.subtract", y, y0);
+  std::vector<Value> cx = cubic_weights(b, tx, false), cy = cubic_weights(b, ty, false);
+  Dims points = x.shape.dims, values = points;
+  values.push_back(input.shape.dims[1]);
+  auto spread = [&](const Value& w) { return broadcast_in_dim(b, w, values, point_dims(2)); };
+  auto mul = [&](const Value& p, const Value& q) { return binary(b, "stablehlo.multiply", p, q); };
+  std::vector<Value> cxd, cyd;
+  if (g) cxd = cubic_weights(b, tx, true), cyd = cubic_weights(b, ty, true);
+  Bicubic r;
+  Value grad_input = full(b, input.shape.type, input.shape.dims, 0), gix, giy;
+  for (int64_t i = 0; i < 4; ++i) {
+    Value row;
+    Value yi = pad_coordinate(b, binary(b, "stablehlo.add", y0, fill(b, y0, i - 1.0)), sizes[0], s,
+                              nullptr);
+    for (int64_t j = 0; j < 4; ++j) {
+      Value xj = pad_coordinate(b, binary(b, "stablehlo.add", x0, fill(b, x0, j - 1.0)), sizes[1],
+                                s, nullptr);
+      Corner cn = corner(b, {yi, xj}, sizes);
+      Value val = sample(b, input, cn);
+      if (!g) {
+        Value term = mul(val, spread(cx[j]));
+        row = j == 0 ? term : binary(b, "stablehlo.add", row, term);
+        continue;
+      }
+      Value share = mul(*g, spread(mul(cx[j], cy[i])));
+      share = select(b, broadcast_in_dim(b, cn.inside, values, point_dims(2)), share,
+                     fill(b, share, 0));
+      grad_input = scatter(b, grad_input, gather_indices(b, cn), share, true, sample_dims(2, true));
+      Value dot = reduce(b, mul(val, *g), {3}, constant(b, val.shape.type, 0), "stablehlo.add");
+      Value dx = mul(dot, mul(cxd[j], cy[i])), dy = mul(dot, mul(cyd[i], cx[j]));
+      bool first = i == 0 && j == 0;
+      gix = first ? unary(b, "stablehlo.negate", dx) : binary(b, "stablehlo.subtract", gix, dx);
+      giy = first ? unary(b, "stablehlo.negate", dy) : binary(b, "stablehlo.subtract", giy, dy);
+    }
+    if (!g) {
+      Value term = mul(row, spread(cy[i]));
+      r.out = i == 0 ? term : binary(b, "stablehlo.add", r.out, term);
+    }
+  }
+  if (g) {
+    Dims with_one = points;
+    with_one.push_back(1);
+    r.grad_input = grad_input;
+    r.grad_grid =
+        concatenate(b, {reshape(b, mul(gix, gx), with_one), reshape(b, mul(giy, gy), with_one)}, 3);
+  }
+  return r;
+}
+
 // grid_sampler_2d/3d(input, grid, interpolation_mode, padding_mode, align_corners)
 Values grid_sampler(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
   Sampling s = sampling(a);
-  if (s.interpolation != kBilinear && s.interpolation != kNearest) {
-    throw Unsupported("torchtpu: grid_sampler's bicubic interpolation is not lowered");
-  }
   Value input = convert(b, v[0], c), grid = convert(b, v[1], c);
   Dims out = out_shape(a);
   if (input.shape.numel() == 0 || grid.shape.numel() == 0) return {full(b, t, out, 0)};
   Dims sizes = spatial_sizes(input);
   size_t n = sizes.size();
+  if (s.interpolation == kBicubic) {
+    if (n != 2) throw Unsupported("torchtpu: bicubic grid_sampler_3d");
+    return {convert(b, channels_first(b, bicubic(b, input, grid, s, nullptr).out), t)};
+  }
   Points p = points(b, grid, sizes, s, false);
   Value acc;
   for (size_t bits = 0; bits < corners(s, n); ++bits) {
@@ -262,9 +364,6 @@ Values grid_sampler(FunctionBuilder& b, const Values& v, const Attrs& a) {
 // align_corners, output_mask) -> (grad_input, grad_grid)
 Values grid_sampler_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Sampling s = sampling(a);
-  if (s.interpolation != kBilinear && s.interpolation != kNearest) {
-    throw Unsupported("torchtpu: grid_sampler's bicubic interpolation is not lowered");
-  }
   ElementType ti = a.has("type") ? out_type(a) : v[1].shape.type;
   ElementType tg = a.has("type1") ? out_type(a, 1) : v[2].shape.type;
   ElementType c = opmath(ti);
@@ -275,6 +374,11 @@ Values grid_sampler_backward(FunctionBuilder& b, const Values& v, const Attrs& a
     return {full(b, ti, input.shape.dims, 0), full(b, tg, grid.shape.dims, 0)};
   }
   Value gt = channels_last(b, g);  // [N, *out, C]
+  if (s.interpolation == kBicubic) {
+    if (n != 2) throw Unsupported("torchtpu: bicubic grid_sampler_3d");
+    Bicubic r = bicubic(b, input, grid, s, &gt);
+    return {convert(b, r.grad_input, ti), convert(b, r.grad_grid, tg)};
+  }
   Points p = points(b, grid, sizes, s, true);
   Value grad_input = full(b, c, input.shape.dims, 0);
   std::vector<Value> grad_position(n);

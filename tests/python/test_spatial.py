@@ -117,13 +117,17 @@ def test_grid_sample_every_padding_mode(mode, padding):
     x3 = torch.randn(1, 2, 3, 4, 5)
     grid3 = torch.rand(1, 2, 3, 4, 3) * 2.6 - 1.3
     with torchtpu.eager_mode(mode):
-        for interp in ["bilinear", "nearest"]:
-            for align in [False, True]:
+        for align in [False, True]:
+            for interp in ["bilinear", "nearest"]:
                 def fn(t, g, interp=interp, align=align):
                     return F.grid_sample(t, g, mode=interp, padding_mode=padding,
                                          align_corners=align)
                 _check(fn, x, grid, atol=1e-4, rtol=1e-4)
                 _check(fn, x3, grid3, atol=1e-4, rtol=1e-4)
+            _check(lambda t, g, align=align: F.grid_sample(t, g, mode="bicubic",
+                                                            padding_mode=padding,
+                                                            align_corners=align),
+                   x, grid, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("mode", MODES)
