@@ -38,8 +38,11 @@ def _check(fn, *inputs, grad=True, atol=1e-5, rtol=1.3e-6):
     assert not fell_back, f"ran on the CPU: {fell_back}"
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("kind", ["bilinear", "bicubic", "nearest", "nearest-exact"])
+@pytest.mark.parametrize(
+    "mode, kind",
+    [("strict", k) for k in ["bilinear", "bicubic", "nearest", "nearest-exact"]]
+    + [(m, "bilinear") for m in ["debug", "defer_and_fuse"]],
+)
 def test_interpolate_channels_last_and_fractional_scales(mode, kind):
     x = torch.randn(2, 3, 5, 7).to(memory_format=torch.channels_last)
     corners = {} if kind.startswith("nearest") else {"align_corners": False}
@@ -109,25 +112,32 @@ def test_a_reflection_pad_larger_than_the_input_raises_pytorchs_error():
     assert str(dev.value) == str(cpu.value)
 
 
-@pytest.mark.parametrize("mode", MODES)
+def _grid_sample(interp, padding, align):
+    def fn(t, g):
+        return F.grid_sample(t, g, mode=interp, padding_mode=padding, align_corners=align)
+
+    return fn
+
+
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
-def test_grid_sample_every_padding_mode(mode, padding):
+def test_grid_sample_every_padding_mode(padding):
     x = torch.randn(2, 3, 5, 4)
     grid = torch.rand(2, 6, 7, 2) * 2.6 - 1.3  # points outside [-1, 1] too
     x3 = torch.randn(1, 2, 3, 4, 5)
     grid3 = torch.rand(1, 2, 3, 4, 3) * 2.6 - 1.3
+    for align in [False, True]:
+        for interp in ["bilinear", "nearest"]:
+            _check(_grid_sample(interp, padding, align), x, grid, atol=1e-4, rtol=1e-4)
+            _check(_grid_sample(interp, padding, align), x3, grid3, atol=1e-4, rtol=1e-4)
+        _check(_grid_sample("bicubic", padding, align), x, grid, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["debug", "defer_and_fuse"])
+def test_grid_sample_in_the_other_eager_modes(mode):
+    x, grid = torch.randn(2, 3, 5, 4), torch.rand(2, 6, 7, 2) * 2.6 - 1.3
     with torchtpu.eager_mode(mode):
-        for align in [False, True]:
-            for interp in ["bilinear", "nearest"]:
-                def fn(t, g, interp=interp, align=align):
-                    return F.grid_sample(t, g, mode=interp, padding_mode=padding,
-                                         align_corners=align)
-                _check(fn, x, grid, atol=1e-4, rtol=1e-4)
-                _check(fn, x3, grid3, atol=1e-4, rtol=1e-4)
-            _check(lambda t, g, align=align: F.grid_sample(t, g, mode="bicubic",
-                                                            padding_mode=padding,
-                                                            align_corners=align),
-                   x, grid, atol=1e-4, rtol=1e-4)
+        _check(_grid_sample("bilinear", "reflection", False), x, grid, atol=1e-4, rtol=1e-4)
+        _check(_grid_sample("bicubic", "border", True), x, grid, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("mode", MODES)
