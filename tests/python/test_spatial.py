@@ -187,3 +187,14 @@ def test_max_unpool_and_fold_unfold():
     cols = torch.randn(2, 12, 9)
     _check(lambda t: F.fold(t, (5, 6), (2, 2), padding=(1, 0), stride=(2, 2)), cols)
     _check(lambda t: t.unfold(1, 3, 2), torch.randn(4, 9, 2))
+
+
+def test_float64_weights_and_integer_nearest():
+    """float64 computes its taps in double, as the CPU does; nearest copies integers exactly."""
+    x = torch.randn(2, 3, 5, 7, dtype=torch.float64)
+    _check(lambda t: F.interpolate(t, scale_factor=1.3, mode="bilinear"), x,
+           atol=1e-12, rtol=1e-12)
+    _check(lambda t: F.interpolate(t, size=(4, 3), mode="bicubic", antialias=True), x,
+           atol=1e-12, rtol=1e-12)
+    u = torch.randint(0, 255, (1, 3, 4, 5), dtype=torch.uint8)
+    _check(lambda t: F.interpolate(t, scale_factor=2.5, mode="nearest"), u, grad=False)
