@@ -198,3 +198,17 @@ def test_float64_weights_and_integer_nearest():
            atol=1e-12, rtol=1e-12)
     u = torch.randint(0, 255, (1, 3, 4, 5), dtype=torch.uint8)
     _check(lambda t: F.interpolate(t, scale_factor=2.5, mode="nearest"), u, grad=False)
+
+
+@pytest.mark.filterwarnings("ignore:torchtpu.*runs on the CPU")
+def test_embedding_bag_scale_grad_by_freq_gives_cpus_gradient():
+    """CPU's scale_grad_by_freq for bags is not a plain 1/frequency: that gradient runs there."""
+    weight = torch.randn(10, 3)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 4])
+    grads = []
+    for device in ["cpu", "tpu"]:
+        w = weight.detach().to(device).requires_grad_()
+        F.embedding_bag(indices.to(device), w, torch.tensor([0, 4, 4, 7]).to(device),
+                        scale_grad_by_freq=True).sum().backward()
+        grads.append(w.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
