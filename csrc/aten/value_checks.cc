@@ -119,6 +119,21 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
           std::string("all elements of ") + (name[0] == 's' ? "input" : "target") +
               " should be between 0 and 1");
     }
+  } else if (rule == "max_unpool2d" || rule == "max_unpool3d") {
+    int64_t plane = 1;
+    std::string dims;
+    for (int64_t s : arg("output_size")->toIntVector()) {
+      plane *= s;
+      dims += (dims.empty() ? "" : "x") + std::to_string(s);
+    }
+    add(arg("indices")->toTensor(), 0, plane, false,
+        "Found an invalid max index: {} (output volumes are of size " + dims);
+  } else if (rule == "embedding_bag") {
+    int64_t n = arg("weight")->toTensor().size(0);
+    // CPU's message also names the index's position, which a device check does not know.
+    add(arg("indices")->toTensor(), 0, n, false,
+        "Index of input takes value {} which is not in the valid range [0, " +
+            std::to_string(n) + ")");
   } else if (rule == "embedding_backward") {
     int64_t n = arg("num_weights")->toInt();
     add(arg("indices")->toTensor(), 0, n, true, out_of_bounds(0, n));

@@ -36,6 +36,10 @@ const Table& built_table() {
     register_scan_rules(r);
     register_sort_rules(r);
     register_search_rules(r);
+    register_upsample_rules(r);
+    register_padding_rules(r);
+    register_grid_sample_rules(r);
+    register_embedding_bag_rules(r);
     return true;
   }();
   (void)built;

@@ -93,5 +93,9 @@ void register_distance_rules(Registry& r);
 void register_scan_rules(Registry& r);
 void register_sort_rules(Registry& r);
 void register_search_rules(Registry& r);
+void register_upsample_rules(Registry& r);
+void register_padding_rules(Registry& r);
+void register_grid_sample_rules(Registry& r);
+void register_embedding_bag_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

@@ -138,6 +138,8 @@ TOLERANCES = {
     "erfinv": (1e-4, 1e-4, "the gradient uses XLA's exp, ~6e-6 relative off near |x| = 1"),
     "addbmm": (1e-4, 1e-4, ("the batch's products are summed in one dot_general, the CPU adds "
                             "them one by one")),
+    "grid_sampler_3d": (1e-4, 5e-4, "the grid's gradient sums 8 corners times every channel "
+                                    "(21 in a sample) in another order than the CPU's loop"),
     "nn.functional.layer_norm": (
         1e-4, 1e-4, ("a one-element (zero-variance) sample: the weight's gradient is 0 on tpu "
                      "and 2e-5 of rounding on the CPU")),
