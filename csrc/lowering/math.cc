@@ -579,10 +579,6 @@ void register_math_rules(Registry& r) {
   r.elementwise("lerp", lerp, all("lerp"));
 
   r.add("angle", angle, {"angle", "angle.out"});
-  // Autograd's zero gradients: an ordinary tensor of zeros here.
-  r.add("efficient_zeros", [](FunctionBuilder& b, const Values&, const Attrs& a) {
-          return Values{full(b, out_type(a), out_shape(a), 0)};
-        }, {"_efficientzerotensor", "_efficientzerotensor.out"});
   r.elementwise("complex", complex_from(false), {"complex", "complex.out"});
   r.elementwise("polar", complex_from(true), {"polar", "polar.out"});
   r.add("sgn", sgn, all("sgn"));

@@ -124,20 +124,25 @@ Num hankel_sum(const Num& x, int nu, double c) {
   });
 }
 
-std::pair<Num, Num> hankel_pq(const Num& x, int nu) {
-  double mu = 4.0 * nu * nu;
-  auto ratio = [&](const Num& j) {
-    Num odd = 2.0 * j - 1.0;
-    return (mu - odd * odd) / (8.0 * j * x);
-  };
-  // Step m adds a_{2m-1} to Q and a_{2m} to P, with signs (-1)^(m-1) and (-1)^m.
-  std::vector<Num> s = iterate(x, kAsymptoticTerms, {x.k(1), x.k(1), x.k(0), x.k(1)},
+// For terms c_0 = 1, c_j = c_{j-1} * ratio(j): P = c_0 - c_2 + c_4 - ... and
+// Q = c_1 - c_3 + c_5 - ..., the two halves of Hankel's and Airy's oscillating expansions.
+std::pair<Num, Num> alternating_pair(const Num& like, const std::function<Num(const Num&)>& ratio) {
+  // Step m adds c_{2m-1} to Q and c_{2m} to P, with signs (-1)^(m-1) and (-1)^m.
+  std::vector<Num> s = iterate(like, kAsymptoticTerms, {like.k(1), like.k(1), like.k(0), like.k(1)},
                                [&](const Num& m, const std::vector<Num>& s) {
-    Num a_odd = s[0] * ratio(2.0 * m - 1.0);
-    Num a_even = a_odd * ratio(2.0 * m);
-    return std::vector<Num>{a_even, s[1] - s[3] * a_even, s[2] + s[3] * a_odd, -s[3]};
+    Num c_odd = s[0] * ratio(2.0 * m - 1.0);
+    Num c_even = c_odd * ratio(2.0 * m);
+    return std::vector<Num>{c_even, s[1] - s[3] * c_even, s[2] + s[3] * c_odd, -s[3]};
   });
   return {s[1], s[2]};
+}
+
+std::pair<Num, Num> hankel_pq(const Num& x, int nu) {
+  double mu = 4.0 * nu * nu;
+  return alternating_pair(x, [&](const Num& j) {
+    Num odd = 2.0 * j - 1.0;
+    return (mu - odd * odd) / (8.0 * j * x);
+  });
 }
 
 constexpr double kLargeJ = 20, kLargeI = 30, kLargeK = 9;
@@ -223,6 +228,92 @@ Num entr(const Num& x) {
   Num r = where(cmp(x, "GT", 0.0), -x * log(where(cmp(x, "GT", 0.0), x, 1.0)), 0.0);
   r = where(cmp(x, "LT", 0.0), -INFINITY, r);
   return where(cmp(x, "NE", x), x, r);
+}
+
+// Ai(x): Maclaurin series f, g for -8 <= x <= 6 (Ai = Ai(0) f + Ai'(0) g), asymptotic
+// expansions in zeta = 2/3 |x|^1.5 outside.
+Num airy_ai(const Num& x) {
+  constexpr double kAi0 = 0.355028053887817239, kAiPrime0 = -0.258819403792806798;
+  Value inner = both(x, cmp(x, "GE", -8.0), cmp(x, "LE", 6.0));
+  Num s = where(inner, x, 0.0);
+  Num cube = s * s * s;
+  Num f = series(s.k(1), kSeriesTerms, [&](const Num& k) { return cube / ((3.0 * k) * (3.0 * k - 1.0)); });
+  Num g = series(s, kSeriesTerms, [&](const Num& k) { return cube / ((3.0 * k + 1.0) * (3.0 * k)); });
+  Num near = kAi0 * f + kAiPrime0 * g;
+  Num z = where(inner, 8.0, abs(x));
+  Num zeta = 2.0 / 3.0 * z * sqrt(z);
+  auto u_ratio = [&](const Num& k) {
+    return (6.0 * k - 5.0) * (6.0 * k - 3.0) * (6.0 * k - 1.0) / ((2.0 * k - 1.0) * 216.0 * k * zeta);
+  };
+  Num quarter = sqrt(sqrt(z));
+  Num right = exp(-zeta) / (2.0 * std::sqrt(M_PI) * quarter) *
+              series(z.k(1), kAsymptoticTerms, [&](const Num& k) { return -u_ratio(k); });
+  auto [p, q] = alternating_pair(z, u_ratio);
+  Num phase = zeta + M_PI / 4.0;
+  Num left = (sin(phase) * p - cos(phase) * q) / (std::sqrt(M_PI) * quarter);
+  Num far = where(cmp(x, "GT", 0.0), right, left);
+  far = where(cmp(x, "EQ", INFINITY), 0.0, far);
+  far = where(cmp(x, "EQ", -INFINITY), NAN, far);
+  return where(inner, near, far);
+}
+
+constexpr int64_t kGammaTerms = 300;
+
+// The regularized incomplete gamma functions P(a, x) (`upper` false) and Q(a, x): P's series
+// for x < a + 1, else Q's continued fraction (modified Lentz), the other as 1 minus it.
+Num incomplete_gamma(const Num& a, const Num& x, bool upper) {
+  Value use_series = cmp(x, "LT", a + 1.0);
+  Num sa = where(use_series, a, 1.0), sx = where(use_series, x, 0.5);
+  Num log_front = sa * log(sx) - sx - (sa + 1.0).op("chlo.lgamma");
+  Num p_series = exp(log_front) * series(sx.k(1), kGammaTerms, [&](const Num& k) {
+    return sx / (sa + k);
+  });
+  Num ca = where(use_series, 1.0, a), cx = where(use_series, 2.0, x);
+  constexpr double kTiny = 1e-300;
+  auto floor_tiny = [&](const Num& v) { return where(cmp(abs(v), "LT", kTiny), kTiny, v); };
+  Num b0 = cx + 1.0 - ca;
+  Num d0 = 1.0 / floor_tiny(b0);
+  std::vector<Num> s = iterate(cx, kGammaTerms, {b0, cx.k(1.0 / kTiny), d0, d0},
+                               [&](const Num& i, const std::vector<Num>& s) {
+    Num an = -i * (i - ca), bn = s[0] + 2.0;
+    Num d = 1.0 / floor_tiny(an * s[2] + bn);
+    Num c = floor_tiny(bn + an / s[1]);
+    return std::vector<Num>{bn, c, d, s[3] * d * c};
+  });
+  Num q_fraction = exp(ca * log(cx) - cx - ca.op("chlo.lgamma")) * s[3];
+  Num r = upper ? where(use_series, 1.0 - p_series, q_fraction)
+                : where(use_series, p_series, 1.0 - q_fraction);
+  // PyTorch's edge values: x = 0 or a = inf, x = inf, a = 0; NaN outside the domain.
+  double at_zero = upper ? 1 : 0, at_inf = upper ? 0 : 1;
+  r = where(cmp(x, "EQ", INFINITY), at_inf, r);
+  r = where(both(x, cmp(a, "EQ", INFINITY), cmp(x, "NE", INFINITY)), at_zero, r);
+  r = where(cmp(x, "EQ", 0.0), at_zero, r);
+  r = where(cmp(a, "EQ", 0.0), where(cmp(x, "GT", 0.0), at_inf, x.k(NAN)), r);
+  Value outside = either(x, either(x, cmp(a, "LT", 0.0), cmp(x, "LT", 0.0)),
+                         both(x, cmp(a, "EQ", INFINITY), cmp(x, "EQ", INFINITY)));
+  return where(outside, NAN, r);
+}
+
+// ψ^(n)(x). XLA's polygamma strays below 0, so x < 0 is first shifted up by m = ceil(-x):
+// ψ^(n)(x) = ψ^(n)(x + m) - (-1)^n n! Σ_{k<m} (x + k)^-(n+1).
+Num polygamma(int64_t n, const Num& x) {
+  FunctionBuilder& b = *x.b;
+  Num m = where(cmp(x, "LT", 0.0), (-x).op("stablehlo.ceil"), 0.0);
+  Dims dims(x.v.shape.rank());
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+  Value finite_m = where(cmp(m, "EQ", INFINITY), 0.0, m).v;
+  Value count = reduce_extreme(b, convert(b, finite_m, ElementType::kS64), dims, true);
+  double factor = (n % 2 == 0 ? -1.0 : 1.0) * std::tgamma(static_cast<double>(n) + 1);
+  Num sum = iterate(x, count, {x.k(0), x, m}, [&](const Num& k, const std::vector<Num>& s) {
+    Num base = s[1] + (k - 1.0), power = base;
+    for (int64_t j = 0; j < n; ++j) power = power * base;
+    Num add = 1.0 / power;
+    return std::vector<Num>{where(cmp(s[2], "GE", k), s[0] + add, s[0]), s[1], s[2]};
+  })[0];
+  Num shifted = x + m;
+  Num order = x.k(static_cast<double>(n));
+  Num value{&b, b.op("chlo.polygamma", {order.v, shifted.v}, x.v.shape)};
+  return value + factor * sum;
 }
 
 // A unary special function computed in `wide` precision: f(x) rounded to the output type.
@@ -392,6 +483,13 @@ void register_special_rules(Registry& r) {
           Num j = where(cmp(x, "EQ", 0.0), 1.0, sin(safe) / safe);
           return where(cmp(abs(x), "EQ", INFINITY), 0.0, j);
         }), all("special_spherical_bessel_j0"));
+  r.add("special_airy_ai", unary_special(airy_ai), all("special_airy_ai"));
+  r.elementwise("igamma", binary_special([](const Num& a, const Num& x) {
+                  return incomplete_gamma(a, x, false);
+                }), {"igamma", "igamma.out", "igamma_"});
+  r.elementwise("igammac", binary_special([](const Num& a, const Num& x) {
+                  return incomplete_gamma(a, x, true);
+                }), {"igammac", "igammac.out", "igammac_"});
   r.add("special_erfcx", unary_special(erfcx), all("special_erfcx"));
   r.add("special_log_ndtr", unary_special(log_ndtr), all("special_log_ndtr"));
   r.add("special_ndtri", unary_special([](const Num& p) {
@@ -399,10 +497,9 @@ void register_special_rules(Registry& r) {
         }), all("special_ndtri"));
   r.add("special_entr", unary_special(entr, false), all("special_entr"));
   r.add("polygamma", [](FunctionBuilder& b, const Values& v, const Attrs& a) {
-          ElementType t = out_type(a), c = wide(t);
-          Value x = promote(b, v[0], c, out_shape(a));
-          Value n = full(b, c, out_shape(a), static_cast<double>(a.i("n")));
-          return Values{convert(b, b.op("chlo.polygamma", {n, x}, x.shape), t)};
+          ElementType t = out_type(a);
+          Num x{&b, promote(b, v[0], wide(t), out_shape(a))};
+          return Values{convert(b, polygamma(a.i("n"), x).v, t)};
         }, {"polygamma", "polygamma.out", "polygamma_"});
   r.elementwise("special_zeta", binary_special([](const Num& x, const Num& q) {
                   return Num{x.b, x.b->op("chlo.zeta", {x.v, q.v}, x.v.shape)};
