@@ -411,11 +411,17 @@ Values round_decimals(FunctionBuilder& b, const Values& v, const Attrs& a) {
   int64_t decimals = a.has("decimals") ? a.i("decimals") : 0;
   if (integral(t)) return {x};
   if (decimals == 0) return {convert(b, unary(b, "stablehlo.round_nearest_even", x), t)};
-  Value scale = full_like(b, x, std::pow(10.0, static_cast<double>(std::abs(decimals))));
+  // Each step rounded to x's type from float64: XLA turns a division by a constant into a
+  // multiplication by its reciprocal, one ulp off the CPU's division in x's own type.
+  ElementType c = x.shape.type, w = wide(c);
+  Value scale = full(b, w, x.shape.dims, std::pow(10.0, static_cast<double>(std::abs(decimals))));
+  auto step = [&](const char* op, const Value& v) {
+    return convert(b, binary(b, op, convert(b, v, w), scale), c);
+  };
   const char* in = decimals > 0 ? "stablehlo.multiply" : "stablehlo.divide";
   const char* back = decimals > 0 ? "stablehlo.divide" : "stablehlo.multiply";
-  Value rounded = unary(b, "stablehlo.round_nearest_even", binary(b, in, x, scale));
-  return {convert(b, binary(b, back, rounded, scale), t)};
+  Value rounded = unary(b, "stablehlo.round_nearest_even", step(in, x));
+  return {convert(b, step(back, rounded), t)};
 }
 
 // sinc: sin(pi x) / (pi x), 1 at 0. The product is rounded in x's type as on the CPU; the

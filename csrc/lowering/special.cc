@@ -20,7 +20,9 @@ struct Num {
   Num k(double c) const { return {b, full(*b, v.shape.type, v.shape.dims, c)}; }
   Num op(const char* name) const { return {b, unary(*b, name, v)}; }
 };
-Num bin(const char* name, const Num& x, const Num& y) { return {x.b, binary(*x.b, name, x.v, y.v)}; }
+Num bin(const char* name, const Num& x, const Num& y) {
+  return {x.b, binary(*x.b, name, x.v, y.v)};
+}
 #define TORCHTPU_NUM_OPERATOR(sym, name)                                                \
   Num operator sym(const Num& x, const Num& y) { return bin(name, x, y); }              \
   Num operator sym(const Num& x, double c) { return bin(name, x, x.k(c)); }             \
@@ -43,7 +45,9 @@ Value cmp(const Num& x, const char* direction, double c) {
 Value cmp(const Num& x, const char* direction, const Num& y) {
   return compare(*x.b, x.v, y.v, direction);
 }
-Num where(const Value& pred, const Num& t, const Num& f) { return {t.b, select(*t.b, pred, t.v, f.v)}; }
+Num where(const Value& pred, const Num& t, const Num& f) {
+  return {t.b, select(*t.b, pred, t.v, f.v)};
+}
 Num where(const Value& pred, double t, const Num& f) { return where(pred, f.k(t), f); }
 Num where(const Value& pred, const Num& t, double f) { return where(pred, t, t.k(f)); }
 Value both(const Num& x, const Value& p, const Value& q) { return b_and(*x.b, p, q); }
@@ -215,7 +219,8 @@ Num erfcx(const Num& x) {
   return where(small, direct, asym);
 }
 
-// log Φ(x): log(erfcx(-x/√2) / 2) - x²/2 below -1, where Φ underflows; log1p(-erfc(x/√2)/2) above.
+// log Φ(x): log(erfcx(-x/√2) / 2) - x²/2 below -1, where Φ underflows; else
+// log1p(-erfc(x/√2) / 2).
 Num log_ndtr(const Num& x) {
   Num t = x * M_SQRT1_2;
   Num low = log(erfcx(-t) / 2.0) - t * t;
@@ -237,13 +242,16 @@ Num airy_ai(const Num& x) {
   Value inner = both(x, cmp(x, "GE", -8.0), cmp(x, "LE", 6.0));
   Num s = where(inner, x, 0.0);
   Num cube = s * s * s;
-  Num f = series(s.k(1), kSeriesTerms, [&](const Num& k) { return cube / ((3.0 * k) * (3.0 * k - 1.0)); });
-  Num g = series(s, kSeriesTerms, [&](const Num& k) { return cube / ((3.0 * k + 1.0) * (3.0 * k)); });
+  Num f = series(s.k(1), kSeriesTerms,
+                 [&](const Num& k) { return cube / ((3.0 * k) * (3.0 * k - 1.0)); });
+  Num g = series(s, kSeriesTerms,
+                 [&](const Num& k) { return cube / ((3.0 * k + 1.0) * (3.0 * k)); });
   Num near = kAi0 * f + kAiPrime0 * g;
   Num z = where(inner, 8.0, abs(x));
   Num zeta = 2.0 / 3.0 * z * sqrt(z);
   auto u_ratio = [&](const Num& k) {
-    return (6.0 * k - 5.0) * (6.0 * k - 3.0) * (6.0 * k - 1.0) / ((2.0 * k - 1.0) * 216.0 * k * zeta);
+    return (6.0 * k - 5.0) * (6.0 * k - 3.0) * (6.0 * k - 1.0) /
+           ((2.0 * k - 1.0) * 216.0 * k * zeta);
   };
   Num quarter = sqrt(sqrt(z));
   Num right = exp(-zeta) / (2.0 * std::sqrt(M_PI) * quarter) *
