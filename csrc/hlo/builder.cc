@@ -93,26 +93,38 @@ std::vector<Value> FunctionBuilder::op_with_region(const std::string& name,
                                                    const std::vector<Shape>& region_args,
                                                    const RegionBody& body,
                                                    const std::string& attributes) {
+  std::vector<Region> regions;
+  if (body) regions.push_back({region_args, body});
+  return op_with_regions(name, operands, results, regions, attributes);
+}
+
+std::vector<Value> FunctionBuilder::op_with_regions(const std::string& name,
+                                                    const std::vector<Value>& operands,
+                                                    const std::vector<Shape>& results,
+                                                    const std::vector<Region>& regions,
+                                                    const std::string& attributes) {
   std::string result_name = fresh_name();
   std::string region;
-  if (body) {
+  for (size_t n = 0; n < regions.size(); ++n) {
     std::string outer_body = std::move(body_);
     std::string outer_indent = indent_;
     body_.clear();
     indent_ += "    ";
     std::vector<Value> args;
     std::string header = "^bb0(";
-    for (size_t i = 0; i < region_args.size(); ++i) {
-      args.push_back(Value{"%r" + std::to_string(next_id_++), region_args[i]});
-      header += (i ? ", " : "") + args.back().name + ": " + region_args[i].mlir();
+    for (size_t i = 0; i < regions[n].args.size(); ++i) {
+      args.push_back(Value{"%r" + std::to_string(next_id_++), regions[n].args[i]});
+      header += (i ? ", " : "") + args.back().name + ": " + regions[n].args[i].mlir();
     }
-    std::vector<Value> returned = body(*this, args);
+    std::vector<Value> returned = regions[n].body(*this, args);
     emit("\"stablehlo.return\"(" + name_list(returned) + ") : (" + type_list(returned) +
          ") -> ()");
-    region = " ({\n" + outer_indent + "  " + header + "):\n" + body_ + outer_indent + "})";
+    region += (n ? ", {\n" : " ({\n") + outer_indent + "  " + header + "):\n" + body_ +
+              outer_indent + "}";
     body_ = std::move(outer_body);
     indent_ = outer_indent;
   }
+  if (!regions.empty()) region += ")";
   std::string line = result_name + (results.size() > 1 ? ":" + std::to_string(results.size()) : "") +
                      " = \"" + name + "\"(" + name_list(operands) + ")" + region;
   if (!attributes.empty()) line += " {" + attributes + "}";

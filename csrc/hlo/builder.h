@@ -31,6 +31,15 @@ class FunctionBuilder {
                                     const std::vector<Shape>& results,
                                     const std::vector<Shape>& region_args, const RegionBody& body,
                                     const std::string& attributes = "");
+  // The same with several regions (stablehlo.while: a condition and a body).
+  struct Region {
+    std::vector<Shape> args;
+    RegionBody body;
+  };
+  std::vector<Value> op_with_regions(const std::string& name, const std::vector<Value>& operands,
+                                     const std::vector<Shape>& results,
+                                     const std::vector<Region>& regions,
+                                     const std::string& attributes = "");
   Value constant(const Shape& shape, const std::string& dense_literal);
 
   // The whole module, with `results` returned from @main in order. Each (parameter, result) of

@@ -21,6 +21,7 @@ const Table& built_table() {
     register_view_rules(r);
     register_elementwise_rules(r);
     register_math_rules(r);
+    register_special_rules(r);
     register_reduction_rules(r);
     register_linalg_rules(r);
     register_nn_rules(r);

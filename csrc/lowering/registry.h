@@ -78,6 +78,7 @@ class Registry {
 void register_view_rules(Registry& r);
 void register_elementwise_rules(Registry& r);
 void register_math_rules(Registry& r);
+void register_special_rules(Registry& r);
 void register_reduction_rules(Registry& r);
 void register_linalg_rules(Registry& r);
 void register_nn_rules(Registry& r);
