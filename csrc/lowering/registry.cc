@@ -30,6 +30,7 @@ const Table& built_table() {
     register_conv_rules(r);
     register_pooling_rules(r);
     register_assert_rules(r);
+    register_amp_rules(r);
     return true;
   }();
   (void)built;

@@ -87,5 +87,6 @@ void register_random_rules(Registry& r);
 void register_conv_rules(Registry& r);
 void register_pooling_rules(Registry& r);
 void register_assert_rules(Registry& r);
+void register_amp_rules(Registry& r);
 
 }  // namespace torchtpu::lowering
