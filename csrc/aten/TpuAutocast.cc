@@ -50,6 +50,9 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   // like keep an explicit dtype argument if the caller gave one.
   AT_FORALL_FP32(TPU_FP32)
   TPU_FP32(batch_norm)
+  // cross_entropy passes its input's dtype on to log_softmax, which would keep it low: as
+  // PyTorch's CPU policy does, the whole loss runs in float32.
+  TPU_FP32(cross_entropy_loss)
   AT_FORALL_FP32_SET_OPT_DTYPE(TPU_FP32_SET_OPT_DTYPE)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
 
