@@ -166,7 +166,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--amp", choices=sorted(AMP_DTYPES),
-                        help="mixed precision: torch.autocast in this dtype (fp16 with a GradScaler)")
+                        help="mixed precision: autocast in this dtype (fp16 with a GradScaler)")
     parser.add_argument("--losses-out", help="write the per-step losses to this JSON file")
     args = parser.parse_args()
     if args.device.startswith("tpu"):
@@ -174,8 +174,8 @@ def main():
     losses = train(args.device, args.steps, args.batch, args.block, args.width, args.layers,
                    args.dropout, seed=args.seed, compile=args.compile, amp=args.amp)
     precision = f" ({args.amp} autocast)" if args.amp else ""
-    print(f"device {args.device}{precision}: first loss {losses[0]:.4f}, final loss {losses[-1]:.4f} "
-          f"(ln(vocab) = {math.log(load_text()[1]):.4f})")
+    print(f"device {args.device}{precision}: first loss {losses[0]:.4f}, "
+          f"final loss {losses[-1]:.4f} (ln(vocab) = {math.log(load_text()[1]):.4f})")
     if args.device.startswith("tpu"):
         import torchtpu
 
