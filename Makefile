@@ -51,6 +51,7 @@ bench: build
 	$(PY) benchmarks/eager_modes.py
 	$(PY) benchmarks/compile.py
 	$(PY) benchmarks/index_checks.py
+	$(PY) benchmarks/amp.py
 
 clean:
 	rm -rf build torchtpu/*.so

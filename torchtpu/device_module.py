@@ -186,3 +186,8 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 def get_amp_supported_dtype() -> list:
     return [torch.float16, torch.bfloat16]
+
+
+from . import amp as _amp  # autocast: bfloat16 by default for "tpu", in every thread
+
+_amp.install()
