@@ -22,6 +22,16 @@ at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                          std::optional<at::Device> device, std::optional<bool> pin_memory);
+at::Tensor efficient_zero_tensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout,
+                                 std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory);
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                        std::optional<at::Device> device, std::optional<bool> pin_memory);
+at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                        std::optional<at::Device> device, std::optional<bool> pin_memory);
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format);
 at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t storage_offset,
@@ -56,6 +66,8 @@ at::Tensor nonzero(const at::Tensor& self);
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out);
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask);
 bool equal(const at::Tensor& self, const at::Tensor& other);
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                    int64_t minlength);
 void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Every op bound to a lowering rule (lowered_kernel.cc).

@@ -2,6 +2,9 @@
 // or a boolean) and then runs on the device like any other op.
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/index.h>
@@ -51,6 +54,36 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   at::Tensor mask_1d = mask.dim() == 0 ? mask.unsqueeze(0) : mask;
   auto [s, m] = at::expand_outplace(self_1d, mask_1d);
   return at::index(*s, {std::optional<at::Tensor>(*m)});
+}
+
+// bincount: one wait for the smallest and largest value (the checks and the length), then an
+// index_add on the device.
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                    int64_t minlength) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount_tpu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  bool weighted = weights.has_value() && weights->defined();
+  TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  c10::DeviceGuard guard(self.device());
+  int64_t length = minlength;
+  if (self.numel() > 0) {
+    auto [low, high] = at::aminmax(self);
+    TORCH_CHECK(low.item<int64_t>() >= 0,
+                "bincount only supports 1-d non-negative integral inputs.");
+    length = std::max(length, high.item<int64_t>() + 1);
+  }
+  // The CPU's result types: int64 counts; float32 for float32 weights, float64 for all others.
+  at::ScalarType type = !weighted ? at::kLong
+                        : weights->scalar_type() == at::kFloat ? at::kFloat
+                                                               : at::kDouble;
+  at::Tensor out = at::zeros({length}, self.options().dtype(type));
+  if (self.numel() == 0) return out;
+  at::Tensor values = weighted ? weights->to(type) : at::ones({self.size(0)}, out.options());
+  return out.index_add_(0, self, values);
 }
 
 bool equal(const at::Tensor& self, const at::Tensor& other) {

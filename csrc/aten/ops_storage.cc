@@ -2,6 +2,9 @@
 // gets device memory when something is first written into it.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/tril_indices.h>
+#include <ATen/ops/triu_indices.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "aten/TpuAllocator.h"
@@ -74,6 +77,16 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
   return at::detail::empty_strided_generic(size, stride, tpu_allocator(), kTpuKeys, type);
 }
 
+// Autograd's stand-in for a gradient that is known to be zero. A plain zero tensor is the same
+// value; PyTorch's ZeroTensor key, which would skip the arithmetic on it, is a CPU/CUDA saving.
+at::Tensor efficient_zero_tensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout,
+                                 std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory) {
+  at::ScalarType type = factory_dtype(dtype, layout, pin_memory);
+  return at::zeros(size, at::TensorOptions().dtype(type).device(tpu(device)));
+}
+
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   for (int64_t s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
@@ -117,6 +130,24 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   };
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
          (dense_cpu_or_tpu(self) && dense_cpu_or_tpu(from));
+}
+
+// tril_indices / triu_indices are functions of three integers: the host computes them and one
+// upload brings them to the device.
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                        std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  factory_dtype(dtype, layout, pin_memory);
+  return at::tril_indices(row, col, offset, at::TensorOptions().dtype(dtype.value_or(at::kLong)))
+      .to(tpu(device));
+}
+
+at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                        std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  factory_dtype(dtype, layout, pin_memory);
+  return at::triu_indices(row, col, offset, at::TensorOptions().dtype(dtype.value_or(at::kLong)))
+      .to(tpu(device));
 }
 
 }  // namespace torchtpu::aten

@@ -19,6 +19,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Factories and storage.
   m.impl("empty.memory_format", TORCH_FN(empty));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
+  m.impl("tril_indices", TORCH_FN(tril_indices));
+  m.impl("triu_indices", TORCH_FN(triu_indices));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
   m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
@@ -64,6 +67,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("equal", TORCH_FN(equal));
+  m.impl("bincount", TORCH_FN(bincount));
   for (const char* name : {"_unique", "_unique2", "unique_consecutive"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&unique_kernel>());
   }

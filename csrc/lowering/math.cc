@@ -312,6 +312,40 @@ Value copysign(FunctionBuilder& b, const Value& x, const Value& y) {
   return select(b, sign_bit(b, y), unary(b, "stablehlo.negate", magnitude), magnitude);
 }
 
+// gcd(x, y) of integers, by Euclid's algorithm on every element at once until all remainders
+// are 0; the result is non-negative, and gcd(0, 0) = 0.
+Value gcd(FunctionBuilder& b, const Value& x, const Value& y) {
+  std::vector<Value> state = {unary(b, "stablehlo.abs", x), unary(b, "stablehlo.abs", y)};
+  auto nonzero = [](FunctionBuilder& r, const Value& v) {
+    return compare(r, v, full_like(r, v, 0), "NE");
+  };
+  std::vector<Value> out = while_loop(
+      b, state,
+      [nonzero](FunctionBuilder& r, const std::vector<Value>& s) {
+        Dims all(s[1].shape.dims.size());
+        for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+        Value any = reduce(r, nonzero(r, s[1]), all, constant(r, ElementType::kPred, 0),
+                           "stablehlo.or");
+        return std::vector<Value>{any};
+      },
+      [nonzero](FunctionBuilder& r, const std::vector<Value>& s) {
+        Value go = nonzero(r, s[1]);
+        Value divisor = select(r, go, s[1], full_like(r, s[1], 1));
+        Value rest = binary(r, "stablehlo.remainder", s[0], divisor);
+        return std::vector<Value>{select(r, go, s[1], s[0]), select(r, go, rest, s[1])};
+      });
+  return out[0];
+}
+
+// lcm(x, y) = |x / gcd(x, y) * y|, and 0 where gcd is 0 (both are 0).
+Value lcm(FunctionBuilder& b, const Value& x, const Value& y) {
+  Value g = gcd(b, x, y);
+  Value zero = compare(b, g, full_like(b, g, 0), "EQ");
+  Value q = binary(b, "stablehlo.divide", x, select(b, zero, full_like(b, g, 1), g));
+  Value l = unary(b, "stablehlo.abs", binary(b, "stablehlo.multiply", q, y));
+  return select(b, zero, full_like(b, g, 0), l);
+}
+
 // heaviside(x, values): values where x == 0, else x > 0 (so 0 for NaN).
 Value heaviside(FunctionBuilder& b, const Value& x, const Value& values) {
   Value step = convert(b, compare(b, x, full_like(b, x, 0), "GT"), x.shape.type);
@@ -485,7 +519,7 @@ void register_math_rules(Registry& r) {
       {"asinh", "chlo.asinh"},          {"acosh", "chlo.acosh"},
       {"atanh", "chlo.atanh"},          {"erf", "chlo.erf"},
       {"erfinv", "chlo.erf_inv"},       {"lgamma", "chlo.lgamma"},
-      {"digamma", "chlo.digamma"},      {"neg", "stablehlo.negate"},
+      {"neg", "stablehlo.negate"},
       {"bitwise_not", "stablehlo.not"},
   };
   for (const auto& [name, op] : functions) r.add(name, unary_op(op), all(name));
@@ -571,7 +605,17 @@ void register_math_rules(Registry& r) {
   r.elementwise("pow", binary_op("stablehlo.power"),
                 {"pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "pow.Tensor_Tensor_out",
                  "pow.Tensor_Scalar_out", "pow.Scalar_out", "pow_.Scalar", "pow_.Tensor"});
-  r.elementwise("atan2", binary_op("stablehlo.atan2"), all("atan2"));
+  r.elementwise("atan2", float_binary_fn([](FunctionBuilder& b, const Value& y, const Value& x) {
+                  return binary(b, "stablehlo.atan2", y, x);
+                }),
+                all("atan2"));
+  // digamma(+-0) is -+inf, as the CPU has it (XLA's gives NaN there).
+  r.add("digamma", unary_fn([](FunctionBuilder& b, const Value& x) {
+          Value inf = copysign(b, full_like(b, x, INFINITY), unary(b, "stablehlo.negate", x));
+          return select(b, compare(b, x, full_like(b, x, 0), "EQ"), inf,
+                        unary(b, "chlo.digamma", x));
+        }),
+        all("digamma"));
   r.elementwise("fmod", binary_op("stablehlo.remainder"), all("fmod"));
   r.elementwise("remainder", binary_fn(python_remainder), all("remainder"));
   r.elementwise("where", where, {"where.self", "where.self_out", "where.ScalarOther",
@@ -608,6 +652,8 @@ void register_math_rules(Registry& r) {
                 }), all("fmin"));
   r.elementwise("heaviside", binary_fn(heaviside), all("heaviside"));
   r.elementwise("hypot", float_binary_fn(hypot), all("hypot"));
+  r.elementwise("gcd", binary_fn(gcd), all("gcd"));
+  r.elementwise("lcm", binary_fn(lcm), all("lcm"));
   r.elementwise("logaddexp", float_binary_fn([](FunctionBuilder& b, const Value& x,
                                                 const Value& y) {
                   return logaddexp(b, x, y, false);
