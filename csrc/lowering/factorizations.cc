@@ -21,6 +21,10 @@ Value s64(FunctionBuilder& b, const Dims& dims, double v) {
   return full(b, ElementType::kS64, dims, v);
 }
 
+struct LU {
+  Value lu, pivots, info;  // pivots and info s32, LAPACK's 1-based convention
+};
+
 // The lower Cholesky factor, zeros above the diagonal.
 Value lower_cholesky(FunctionBuilder& b, const Value& x) {
   return triangle(b, b.op("stablehlo.cholesky", {x}, x.shape, "lower = true"), false);
@@ -46,11 +50,17 @@ Values cholesky(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {a.i("upper") ? matrix_transpose(b, l) : l};
 }
 
-// linalg_cholesky_ex: (L, info); info > 0 names the leading minor that is not positive-definite
-// (where XLA's factor turns NaN or non-positive).
+LU lu_factor(FunctionBuilder& b, const Value& x, bool pivot);
+
+// linalg_cholesky_ex: (L, info); info > 0 is the order of the first leading minor that is not
+// positive-definite. XLA's factor of such a matrix is NaN throughout, so info comes from the
+// pivots of an unpivoted LU of the symmetric matrix the lower triangle defines: the first k are
+// positive exactly when the k-th leading minor is positive-definite.
 Values cholesky_ex(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Values l = cholesky(b, v, a);
-  Value d = diagonal(b, l[0]);
+  Value symmetric = binary(b, "stablehlo.add", triangle(b, v[0], false),
+                           matrix_transpose(b, triangle(b, v[0], false, -1)));
+  Value d = diagonal(b, lu_factor(b, symmetric, false).lu);
   return {l[0], first_failure(b, compare(b, d, full(b, d.shape.type, d.shape.dims, 0), "GT"))};
 }
 
@@ -138,10 +148,6 @@ std::vector<Value> lu_column(FunctionBuilder& b, const std::vector<Value>& s, bo
   Value pivots = select(b, at_k, leading_to(b, p1, kd), piv);
   return {binary(b, "stablehlo.add", j, constant(b, ElementType::kS64, 1)), a, pivots, info};
 }
-
-struct LU {
-  Value lu, pivots, info;  // pivots and info s32, LAPACK's 1-based convention
-};
 
 Value loop_below(FunctionBuilder& b, const Value& j, int64_t k) {
   return compare(b, j, constant(b, ElementType::kS64, static_cast<double>(k)), "LT");
