@@ -29,7 +29,11 @@ OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "clamp", "cumsum",
        "nn.functional.mse_loss", "nn.functional.pad.constant", "nn.functional.relu",
        "nn.functional.silu", "permute", "pow", "reshape", "roll", "scatter_add", "sigmoid",
        "sin", "softmax", "sort", "split", "stack", "std", "sub", "sum", "tanh", "topk",
-       "transpose", "tril", "var", "where"]
+       "transpose", "tril", "var", "where",
+       # Linear algebra and FFTs (factorizations lowered as while loops and XLA expanders).
+       "cholesky_solve", "linalg.cholesky_ex", "linalg.solve_ex", "linalg.inv_ex",
+       "linalg.lu_factor_ex", "linalg.qr", "linalg.eigvalsh", "linalg.svdvals",
+       "linalg.solve_triangular", "fft.fft", "fft.rfft2", "fft.irfft"]
 
 MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
 
