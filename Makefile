@@ -19,7 +19,8 @@ system-deps:
 $(DEPS_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 numpy pytest expecttest setuptools
+	$(PY) -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 numpy pytest expecttest setuptools \
+	  transformers==5.24.0
 	touch $(DEPS_STAMP)
 
 build: system-deps $(DEPS_STAMP)
@@ -50,6 +51,7 @@ bench: build
 	$(PY) benchmarks/eager_modes.py
 	$(PY) benchmarks/compile.py
 	$(PY) benchmarks/index_checks.py
+	$(PY) benchmarks/amp.py
 
 clean:
 	rm -rf build torchtpu/*.so

@@ -2,6 +2,8 @@
 
     python examples/train_gpt.py                 # on "tpu", 200 steps
     python examples/train_gpt.py --device cpu    # the same run on the CPU, for comparison
+    python examples/train_gpt.py --amp bf16      # mixed precision: torch.autocast in bfloat16
+    python examples/train_gpt.py --amp fp16      # float16 autocast with a GradScaler
 
 Weights are initialised and batches drawn on the CPU from one seed, so runs on different devices
 see the same numbers; with --dropout 0 their losses can be compared step by step.
@@ -83,15 +85,23 @@ def batches(data, block, batch, seed):
         yield x, y
 
 
-def training_step(model: nn.Module, device: str, lr: float = 3e-3, compile: bool = False):
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def training_step(model: nn.Module, device: str, lr: float = 3e-3, compile: bool = False,
+                  amp: str | None = None):
     """One step of training as a function of a batch: forward, backward and AdamW; returns the
     loss. With `compile`, the model and the optimizer step go through torch.compile (backend
     "tpu" on tpu, inductor elsewhere), the optimizer keeping its step counts on the device
-    (capturable=True) so that its whole update is one compiled program."""
+    (capturable=True) so that its whole update is one compiled program. With `amp` ("bf16" or
+    "fp16") the forward pass runs under torch.autocast in that dtype (weights stay float32);
+    float16 also scales the loss with a GradScaler, which skips steps whose gradients overflow."""
     capturable = compile and device.startswith("tpu")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1,
                                   capturable=capturable)
     forward = model
+    device_type = torch.device(device).type
+    scaler = torch.amp.GradScaler(device_type) if amp == "fp16" else None
 
     def update():
         optimizer.step()
@@ -102,10 +112,17 @@ def training_step(model: nn.Module, device: str, lr: float = 3e-3, compile: bool
         update = torch.compile(update, backend=backend)
 
     def step(x, y):
-        loss = forward(x, y)
+        with torch.autocast(device_type, dtype=AMP_DTYPES.get(amp), enabled=amp is not None):
+            loss = forward(x, y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        update()
+        if scaler is None:
+            loss.backward()
+            update()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)  # optimizer.step(), unless the gradients hold an inf/NaN
+            scaler.update()
         return loss
 
     return step
@@ -113,12 +130,12 @@ def training_step(model: nn.Module, device: str, lr: float = 3e-3, compile: bool
 
 def train(device: str, steps: int, batch: int = 16, block: int = 64, width: int = 128,
           layers: int = 4, dropout: float = 0.0, lr: float = 3e-3, seed: int = 0,
-          progress: bool = True, compile: bool = False):
+          progress: bool = True, compile: bool = False, amp: str | None = None):
     """Returns the loss of every step."""
     data, vocab = load_text()
     torch.manual_seed(seed)
     model = GPT(vocab, block, width, layers, dropout=dropout).to(device)
-    step_fn = training_step(model, device, lr, compile)
+    step_fn = training_step(model, device, lr, compile, amp)
     losses = []
     start = time.perf_counter()
     for step, (x, y) in zip(range(steps), batches(data, block, batch, seed)):
@@ -148,14 +165,17 @@ def main():
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--amp", choices=sorted(AMP_DTYPES),
+                        help="mixed precision: autocast in this dtype (fp16 with a GradScaler)")
     parser.add_argument("--losses-out", help="write the per-step losses to this JSON file")
     args = parser.parse_args()
     if args.device.startswith("tpu"):
         import torchtpu  # noqa: F401  (also autoloaded by `import torch`)
     losses = train(args.device, args.steps, args.batch, args.block, args.width, args.layers,
-                   args.dropout, seed=args.seed, compile=args.compile)
-    print(f"device {args.device}: first loss {losses[0]:.4f}, final loss {losses[-1]:.4f} "
-          f"(ln(vocab) = {math.log(load_text()[1]):.4f})")
+                   args.dropout, seed=args.seed, compile=args.compile, amp=args.amp)
+    precision = f" ({args.amp} autocast)" if args.amp else ""
+    print(f"device {args.device}{precision}: first loss {losses[0]:.4f}, "
+          f"final loss {losses[-1]:.4f} (ln(vocab) = {math.log(load_text()[1]):.4f})")
     if args.device.startswith("tpu"):
         import torchtpu
 

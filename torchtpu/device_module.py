@@ -7,6 +7,15 @@ from typing import Any
 import torch
 
 from . import _C
+from .streams import (  # noqa: F401
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 def _index(device: Any = None) -> int:
@@ -177,3 +186,8 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 def get_amp_supported_dtype() -> list:
     return [torch.float16, torch.bfloat16]
+
+
+from . import amp as _amp  # autocast: bfloat16 by default for "tpu", in every thread
+
+_amp.install()

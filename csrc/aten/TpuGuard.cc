@@ -3,6 +3,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include "aten/TpuEvent.h"
+#include "aten/TpuStream.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
 
@@ -12,12 +14,6 @@ namespace {
 thread_local int current_index = 0;
 
 constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
-
-// One stream per device: PJRT orders a device's work itself. Events record the point to wait
-// for as "everything launched so far on that device".
-struct TpuEvent {
-  int device;
-};
 
 class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
  public:
@@ -41,39 +37,43 @@ class TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) current_index = d.index();
   }
-  c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return default_stream(d.index()); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
+    return new_stream(d.index(), high_priority ? kHighestStreamPriority : kLowestStreamPriority);
   }
-  c10::Stream getNewStream(c10::Device d, int) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    return new_stream(d.index(), priority);
   }
-  c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
-  }
+  c10::Stream exchangeStream(c10::Stream s) const override { return exchange_stream(s); }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(engine::Runtime::device_count_or_zero());
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
-              const c10::EventFlag) const override {
-    int device = device_index >= 0 ? device_index : stream.device_index();
-    if (*event == nullptr) *event = new TpuEvent{device};
-    static_cast<TpuEvent*>(*event)->device = device;
+              const c10::EventFlag flag) const override {
+    record_event(event, stream, device_index, flag);
   }
-  void block(void*, const c10::Stream&) const override {}  // one stream: already ordered
-  bool queryEvent(void* event) const override {
-    if (event == nullptr) return true;
-    synchronizeEvent(event);
-    return true;
+  void block(void* event, const c10::Stream& stream) const override {
+    block_on_event(event, stream);
   }
+  bool queryEvent(void* event) const override { return query_event(event); }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    delete static_cast<TpuEvent*>(event);
+    destroy_event(event);
   }
-  void synchronizeEvent(void* event) const override {
-    if (event != nullptr) synchronizeDevice(static_cast<TpuEvent*>(event)->device);
+  void synchronizeEvent(void* event) const override { synchronize_event(event); }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    return event_elapsed_ms(start, end);
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
+  // One queue per device: a stream's work is done when the device's is.
+  bool queryStream(const c10::Stream& stream) const override {
+    check_stream(stream);
+    engine::EngineWork work;
+    engine::flush(stream.device_index());
+    return engine::Runtime::get().mark(stream.device_index())->done();
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
+    check_stream(stream);
     synchronizeDevice(stream.device_index());
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {

@@ -1,4 +1,5 @@
-// The "tpu" DeviceGuardImplInterface: the current device, streams and events.
+// The "tpu" DeviceGuardImplInterface: the current device; its streams and events live in
+// TpuStream.h and TpuEvent.h.
 #pragma once
 
 #include <c10/core/Device.h>

@@ -1,11 +1,12 @@
-// The "tpu" PrivateUse1HooksInterface: availability, generators, storage resizing. Registering it
-// makes "tpu" the torch.accelerator of a PyTorch build without another accelerator.
+// The "tpu" PrivateUse1HooksInterface: availability, generators, pinned host memory, storage
+// resizing. Registering it makes "tpu" the torch.accelerator of a PyTorch build without another
+// accelerator.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/CPUAllocator.h>
 
 #include "aten/TpuAllocator.h"
 #include "aten/TpuGenerator.h"
 #include "aten/TpuGuard.h"
+#include "aten/TpuHostAllocator.h"
 #include "engine/disk_cache.h"
 #include "engine/runtime.h"
 
@@ -40,9 +41,8 @@ class TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return at::Device(c10::DeviceType::PrivateUse1, getCurrentDevice());
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  // Host memory needs no pinning for PJRT transfers: ordinary CPU memory serves.
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* ptr) const override { return is_pinned(ptr); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return host_allocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return engine::Runtime::started(); }
   void init() const override { engine::Runtime::get(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {

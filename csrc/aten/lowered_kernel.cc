@@ -77,10 +77,12 @@ bool is_scalar_type(const c10::Argument& arg) {
   return kind_of(arg) == c10::TypeKind::NumberType || kind_of(arg) == c10::TypeKind::FloatType;
 }
 
-// Scalars that choose an algorithm rather than a value (a norm's order): attributes, part of the
-// cache key, instead of device arguments.
+// Scalars that choose an algorithm rather than a value (a norm's order, an upsampling's scales,
+// which fix its source positions): attributes, part of the cache key, instead of device arguments.
 bool is_static_scalar(const c10::Argument& arg) {
-  return is_scalar_type(arg) && (arg.name() == "ord" || arg.name() == "p");
+  const std::string& n = arg.name();
+  return is_scalar_type(arg) && (n == "ord" || n == "p" || n == "scales" || n == "scales_d" ||
+                                 n == "scales_h" || n == "scales_w");
 }
 
 // Scalars that take part in type promotion, as wrapped numbers in PyTorch's TensorIterator ops

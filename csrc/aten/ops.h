@@ -56,6 +56,7 @@ at::Tensor nonzero(const at::Tensor& self);
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out);
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask);
 bool equal(const at::Tensor& self, const at::Tensor& other);
+void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);

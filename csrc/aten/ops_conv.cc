@@ -92,13 +92,17 @@ void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stac
 //   -> (out, save_mean, save_invstd); in training, the running statistics are updated in place.
 // The _native_batch_norm_legit overloads (what AOTAutograd's graphs call) take the same with
 // running statistics required, without them (.no_stats), or without `training`
-// (_no_training): their arguments are brought to native_batch_norm's.
+// (_no_training): their arguments are brought to native_batch_norm's. _batch_norm_with_update
+// (what nn.BatchNorm calls in training) is the training case, with an empty `reserve` result.
 void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args = take(op, stack);
+  bool with_update = op.schema().name() == "aten::_batch_norm_with_update";
   if (op.schema().overload_name() == "no_stats") {
     args.insert(args.begin() + 3, {c10::IValue(), c10::IValue()});
   } else if (op.schema().name() == "aten::_native_batch_norm_legit_no_training") {
     args.insert(args.begin() + 5, c10::IValue(false));
+  } else if (with_update) {
+    args.insert(args.begin() + 5, c10::IValue(true));
   }
   static const c10::FunctionSchema& schema =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "").schema();
@@ -126,6 +130,7 @@ void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   stack->push_back(out);
   stack->push_back(mean);
   stack->push_back(invstd);
+  if (with_update) stack->push_back(at::empty({0}, input.options().dtype(at::kByte)));
 }
 
 }  // namespace torchtpu::aten

@@ -2,11 +2,13 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 
+#include "aten/TpuHostAllocator.h"
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
 #include "engine/device_asserts.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
+#include "engine/trace.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -39,33 +41,54 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   return p.run().at(0);
 }
 
-void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst) {
+// non_blocking into pinned memory (as CUDA): the copy is started, and `dst` holds the values
+// once synchronize() or an event recorded after it is done. Otherwise it waits.
+void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   engine::EngineWork work;  // the wait for the device
   engine::capture_breaks_because("it copies a tpu tensor to the CPU (.cpu(), .item(), printing, "
                                  "a value-dependent shape)");
   bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
                 dst.sizes() == src.sizes() && !dst.is_conj() && !dst.is_neg();
+  std::shared_ptr<const void> pinned =
+      non_blocking && direct ? pinned_block(dst.data_ptr()) : nullptr;
+  if (pinned && src.numel() > 0) {
+    engine::Runtime::get().download_async(dense_buffer(src), dst.data_ptr(), dst.nbytes(),
+                                          src.device().index(), std::move(pinned));
+    return;
+  }
   at::Tensor host = direct ? dst : at::empty(src.sizes(), dst.options().dtype(src.scalar_type()));
-  if (src.numel() > 0) dense_buffer(src)->to_host(host.data_ptr(), host.nbytes());
+  if (src.numel() > 0) {
+    engine::trace::to_host(*dense_buffer(src), host.data_ptr(), host.nbytes(),
+                           src.device().index());
+  }
   engine::raise_failed_asserts(src.device().index());  // a wait: as CUDA's, it reports them
   if (!direct) dst.copy_(host);
 }
 
-void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst) {
+// non_blocking from pinned memory (as CUDA): the upload may still read `src` after this returns;
+// synchronize() and events wait for it. From other memory, or through a conversion, it copies
+// before returning.
+void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   at::Tensor host =
       src.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   engine::TensorView v = view_of(dst);
   int device = dst.device().index();
   std::vector<int64_t> dims(dst.sizes().begin(), dst.sizes().end());
+  std::shared_ptr<const void> pinned =
+      non_blocking && host.data_ptr() == src.data_ptr() ? pinned_block(src.data_ptr()) : nullptr;
+  auto upload = [&](const std::vector<int64_t>& shape) {
+    engine::Runtime& runtime = engine::Runtime::get();
+    return pinned ? runtime.upload_async(host.data_ptr(), v.type, shape, device, pinned)
+                  : runtime.upload(host.data_ptr(), v.type, shape, device);
+  };
   // A whole-storage upload replaces the buffer, except in a capture, where the write must be part
   // of the program.
   if (v.covers_storage() && !dst.is_conj() && !dst.is_neg() && v.storage->pending() == nullptr &&
       !engine::capturing()) {
-    v.storage->set_buffer(
-        engine::Runtime::get().upload(host.data_ptr(), v.type, {v.numel()}, device), v.type);
+    v.storage->set_buffer(upload({v.numel()}), v.type);
     return;
   }
-  auto uploaded = engine::Runtime::get().upload(host.data_ptr(), v.type, dims, device);
+  auto uploaded = upload(dims);
   engine::Recording recording(device);
   engine::Program& p = recording.program();
   p.write(v, resolved(p, p.argument(std::move(uploaded), hlo::Shape{v.type, dims}), dst));
@@ -101,13 +124,13 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 
 }  // namespace
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   if (dst.is_privateuseone()) at::assert_no_internal_overlap(dst);
   if (self.is_privateuseone() && dst.is_cpu()) {
-    copy_to_cpu(self, dst);
+    copy_to_cpu(self, dst, non_blocking);
   } else if (self.is_cpu() && dst.is_privateuseone()) {
-    copy_from_cpu(self, dst);
+    copy_from_cpu(self, dst, non_blocking);
   } else if (self.is_privateuseone() && dst.is_privateuseone()) {
     copy_on_device(self, dst);
   } else {
@@ -126,7 +149,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
   at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
-  copy_to_cpu(self, host);
+  copy_to_cpu(self, host, false);
   return host.item();
 }
 

@@ -6,7 +6,9 @@
 #include <ATen/ops/eq.h>
 #include <ATen/ops/index.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/sort.h>
 #include <ATen/ops/sum.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "aten/ops.h"
@@ -56,6 +58,59 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   if (!self.sizes().equals(other.sizes())) return false;
   if (self.numel() == 0) return true;
   return at::all(at::eq(self, other)).item<bool>();
+}
+
+// _unique, _unique2 and unique_consecutive without a dim: one wait for the number of distinct
+// values (runs of equal values, after a sort unless consecutive), then the "unique" rule. A
+// consecutive unique along a dim runs on the CPU.
+void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  size_t count = schema.arguments().size();
+  auto flag = [&](const char* name) {
+    std::optional<int> i = schema.argumentIndexWithName(name);
+    return i.has_value() && (*stack)[stack->size() - count + *i].toBool();
+  };
+  bool consecutive = schema.name() == "aten::unique_consecutive";
+  if (consecutive && !(*stack)[stack->size() - 1].isNone()) {
+    cpu_fallback(op, stack);
+    return;
+  }
+  bool return_inverse = flag("return_inverse"), return_counts = flag("return_counts");
+  at::Tensor self = (*stack)[stack->size() - count].toTensor();
+  torch::jit::drop(*stack, count);
+  c10::DeviceGuard guard(self.device());
+  int64_t total = self.numel();
+  at::Tensor flat = self.reshape({total});
+  int64_t n = 0;
+  if (total > 0) {
+    at::Tensor runs = consecutive ? flat : std::get<0>(at::sort(flat));
+    n = 1 + at::ne(runs.slice(0, 1), runs.slice(0, 0, total - 1)).sum().item<int64_t>();
+  }
+  at::TensorOptions index = self.options().dtype(at::kLong);
+  at::Tensor values = at::empty({n}, self.options());
+  at::Tensor inverse = at::empty(return_inverse ? self.sizes() : at::IntArrayRef{0}, index);
+  at::Tensor counts = at::empty({return_counts ? n : 0}, index);
+  if (total > 0) {
+    engine::Program p(self.device().index());
+    std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+    int first = p.apply("unique", {p.read(view_of(self))},
+                        lowering::Attrs()
+                            .set_type("type", element_type(self.scalar_type()))
+                            .set("shape", std::vector<int64_t>{n})
+                            .set_type("type1", hlo::ElementType::kS64)
+                            .set("shape1", sizes)
+                            .set_type("type2", hlo::ElementType::kS64)
+                            .set("shape2", std::vector<int64_t>{n})
+                            .set("consecutive", int64_t{consecutive}),
+                        3);
+    p.write(view_of(values), first);
+    if (return_inverse) p.write(view_of(inverse), first + 1);
+    if (return_counts) p.write(view_of(counts), first + 2);
+    p.run();
+  }
+  stack->emplace_back(values);
+  stack->emplace_back(inverse);
+  if (schema.returns().size() == 3) stack->emplace_back(counts);
 }
 
 }  // namespace torchtpu::aten

@@ -64,10 +64,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("equal", TORCH_FN(equal));
+  for (const char* name : {"_unique", "_unique2", "unique_consecutive"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&unique_kernel>());
+  }
 
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",
-                           "_native_batch_norm_legit_no_training"}) {
+                           "_native_batch_norm_legit_no_training", "_batch_norm_with_update"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
   }
 

@@ -6,7 +6,12 @@
 
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/ge.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/sum.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -47,7 +52,9 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
   if (const c10::IValue* unsafe = arg("unsafe"); unsafe != nullptr && unsafe->toBool()) {
     return bounds;
   }
-  if (rule == "index_select" || rule == "gather" || rule == "scatter" || rule == "scatter_add") {
+  if (rule == "index_select" || rule == "gather" || rule == "scatter" || rule == "scatter_add" ||
+      rule == "scatter_reduce" || rule == "index_add" || rule == "index_copy" ||
+      rule == "index_fill" || rule == "index_reduce") {
     const at::Tensor& x = arg("self")->toTensor();
     int64_t dim = at::maybe_wrap_dim(arg("dim")->toInt(), std::max<int64_t>(x.dim(), 1));
     int64_t size = x.dim() == 0 ? 1 : x.size(dim);
@@ -58,9 +65,30 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
     } else if (rule == "index_select") {  // CPU's kernel for other dimensions says it so
       add(arg("index")->toTensor(), 0, size, false,
           "INDICES element is out of DATA bounds, id={} axis_dim=" + std::to_string(size));
+    } else if (rule == "index_copy") {
+      add(arg("index")->toTensor(), 0, size, true, "index_copy_(): " + out_of_bounds(dim, size));
+    } else if (rule == "index_fill") {
+      add(arg("index")->toTensor(), -size, size, true, out_of_bounds(dim, size));
+    } else if (rule == "index_reduce") {
+      add(arg("index")->toTensor(), 0, size, true, "index out of range in self");
     } else {
       add(arg("index")->toTensor(), 0, size, false, out_of_bounds(dim, size));
     }
+  } else if (rule == "put" || rule == "take") {
+    int64_t n = arg("self")->toTensor().numel();
+    add(arg("index")->toTensor(), -n, n, true,
+        "out of range: tried to access index {} on a tensor of " + std::to_string(n) +
+            " elements.");
+  } else if (rule == "searchsorted" && arg("sorter") != nullptr && arg("sorter")->isTensor()) {
+    const at::Tensor& sorted = arg("sorted_sequence")->toTensor();
+    int64_t n = sorted.dim() == 0 ? 1 : sorted.size(-1);
+    add(arg("sorter")->toTensor(), 0, n, false, "torch.searchsorted(): sorter index out of range");
+  } else if (rule == "masked_scatter") {
+    // Not an index, but a count the device knows: the mask's true elements, at most source's.
+    const at::Tensor& mask = arg("mask")->toTensor();
+    int64_t n = arg("source")->toTensor().numel();
+    add(mask.expand(arg("self")->toTensor().sizes()).sum(), 0, n + 1, false,
+        "Number of elements of source < number of ones in mask");
   } else if (rule == "index" || rule == "index_put") {
     const at::Tensor& x = arg("self")->toTensor();
     int64_t dim = 0;
@@ -75,6 +103,37 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
     int64_t classes = x.dim() <= 1 ? x.size(0) : x.size(1);
     add(arg("target")->toTensor(), 0, classes, true, "Target {} is out of bounds.",
         arg("ignore_index")->toInt());
+  } else if (rule == "multi_margin_loss" || rule == "multilabel_margin_loss") {
+    const at::Tensor& x = arg("self")->toTensor();
+    int64_t classes = x.dim() == 0 ? 1 : x.size(-1);
+    if (rule == "multi_margin_loss") {
+      add(arg("target")->toTensor(), 0, classes, false, "target out of range");
+    } else {
+      add(arg("target")->toTensor(), -1, classes, false, "argument #2 'target' is out of range");
+    }
+  } else if (rule == "binary_cross_entropy") {
+    // Values outside [0, 1] (or NaN) are a failed check: the op's flag of them, checked in [0, 1).
+    for (const char* name : {"self", "target"}) {
+      const at::Tensor& t = arg(name)->toTensor();
+      add(t.ge(0).logical_and(t.le(1)).logical_not(), 0, 1, false,
+          std::string("all elements of ") + (name[0] == 's' ? "input" : "target") +
+              " should be between 0 and 1");
+    }
+  } else if (rule == "max_unpool2d" || rule == "max_unpool3d") {
+    int64_t plane = 1;
+    std::string dims;
+    for (int64_t s : arg("output_size")->toIntVector()) {
+      plane *= s;
+      dims += (dims.empty() ? "" : "x") + std::to_string(s);
+    }
+    add(arg("indices")->toTensor(), 0, plane, false,
+        "Found an invalid max index: {} (output volumes are of size " + dims);
+  } else if (rule == "embedding_bag") {
+    int64_t n = arg("weight")->toTensor().size(0);
+    // CPU's message also names the index's position, which a device check does not know.
+    add(arg("indices")->toTensor(), 0, n, false,
+        "Index of input takes value {} which is not in the valid range [0, " +
+            std::to_string(n) + ")");
   } else if (rule == "embedding_backward") {
     int64_t n = arg("num_weights")->toInt();
     add(arg("indices")->toTensor(), 0, n, true, out_of_bounds(0, n));

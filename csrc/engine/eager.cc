@@ -5,6 +5,7 @@
 
 #include "engine/runtime.h"
 #include "engine/step_period.h"
+#include "engine/trace.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -81,6 +82,7 @@ void run_pending(Pending& p, bool sync = true) {
   flushed_nodes += static_cast<int64_t>(program->size());
   p.last_size = program->size() >= kMinRepeatNodes ? program->size() : 0;
   if (p.last_size > 0) p.last_fingerprint = program->fingerprint().bytes();
+  trace::Range range(trace::Kind::kFlush, program->device(), static_cast<int64_t>(program->size()));
   program->run();
   ++(program->cache_hit() ? fused_hits : fused_misses);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/trace.h"
+
 namespace torchtpu::engine {
 namespace {
 
@@ -35,8 +37,10 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
   auto start = std::chrono::steady_clock::now();
   bool compiled = false;
   int64_t serialized_bytes = 0;
+  trace::Range range(trace::Kind::kCompile, -1);
   std::shared_ptr<pjrt::Executable> exe =
       load_or_compile(emit(), client, compiled, serialized_bytes);
+  range.rename(compiled ? "" : "load from compile cache");
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int64_t bytes = charge(*exe, serialized_bytes);

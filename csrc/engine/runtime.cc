@@ -9,6 +9,7 @@
 
 #include "engine/device_asserts.h"
 #include "engine/exit_gate.h"
+#include "engine/trace.h"
 
 namespace torchtpu::engine {
 namespace {
@@ -53,6 +54,7 @@ void configure_runtime(RuntimeConfig c) {
 Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
   client_ = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.plugin_path), c.options);
   in_flight_.resize(client_->device_count());
+  marks_ = std::make_unique<LaunchMarks>(client_->device_count());
   executables_.set_max_bytes(c.memory_cache_max_bytes);
   if (!c.cache_dir.empty()) {
     // An executable is only valid for the plugin, its version and the options it was built for.
@@ -136,6 +138,7 @@ std::string Runtime::device_name() const {
 
 std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::ElementType type,
                                               const std::vector<int64_t>& dims, int device) const {
+  trace::Range copy(trace::Kind::kCopyToDevice, device, trace::bytes(hlo::byte_width(type), dims));
   return client_->buffer_from_host(data, static_cast<PJRT_Buffer_Type>(type), dims,
                                    this->device(device));
 }
@@ -158,7 +161,10 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void*
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     const pjrt::Executable& executable, const std::vector<PJRT_Buffer*>& arguments, int device) {
   std::unique_ptr<pjrt::Event> done;
-  std::vector<std::unique_ptr<pjrt::Buffer>> made = executable.execute(arguments, this->device(device), &done);
+  int64_t launch = trace::launch_time();
+  std::vector<std::unique_ptr<pjrt::Buffer>> made =
+      executable.execute(arguments, this->device(device), &done);
+  trace::launched(launch, device, done.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(made.begin()),
                                                      std::make_move_iterator(made.end()));
   if (!done) {
@@ -166,22 +172,55 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     for (const auto& b : outputs) b->await_ready();
     return outputs;
   }
+  track(std::move(done), device, nullptr);
+  return outputs;
+}
+
+std::shared_ptr<pjrt::Buffer> Runtime::upload_async(const void* data, hlo::ElementType type,
+                                                    const std::vector<int64_t>& dims, int device,
+                                                    std::shared_ptr<const void> keep) {
+  std::unique_ptr<pjrt::Event> done;
+  std::shared_ptr<pjrt::Buffer> buffer = client_->buffer_from_host_async(
+      data, static_cast<PJRT_Buffer_Type>(type), dims, this->device(device), &done);
+  if (done) track(std::move(done), device, std::move(keep));
+  return buffer;
+}
+
+void Runtime::download_async(std::shared_ptr<pjrt::Buffer> buffer, void* dst, size_t size,
+                             int device, std::shared_ptr<const void> keep) {
+  std::unique_ptr<pjrt::Event> done = buffer->to_host_async(dst, size);
+  // The source buffer, too, stays alive until the copy is done.
+  auto both =
+      std::make_shared<std::pair<std::shared_ptr<pjrt::Buffer>, std::shared_ptr<const void>>>(
+          std::move(buffer), std::move(keep));
+  track(std::move(done), device, std::move(both));
+}
+
+void Runtime::track(std::unique_ptr<pjrt::Event> done, int device,
+                    std::shared_ptr<const void> keep) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::deque<std::unique_ptr<pjrt::Event>>& events = in_flight_.at(device);
+  std::deque<Launch>& launches = in_flight_.at(device);
   // Bounded: past the bound, forget the finished launches, then wait for the oldest.
-  if (events.size() >= kMaxInFlight) {
-    std::deque<std::unique_ptr<pjrt::Event>> running;
-    for (auto& e : events) {
-      if (!e->is_ready()) running.push_back(std::move(e));
+  if (launches.size() >= kMaxInFlight) {
+    std::deque<Launch> running;
+    for (auto& l : launches) {
+      if (!l.done->is_ready()) running.push_back(std::move(l));
     }
-    events.swap(running);
-    while (events.size() >= kMaxInFlight / 2) {
-      events.front()->await();
-      events.pop_front();
+    launches.swap(running);
+    while (launches.size() >= kMaxInFlight / 2) {
+      launches.front().done->await();
+      launches.pop_front();
     }
   }
-  events.push_back(std::move(done));
-  return outputs;
+  uint64_t serial = marks_->start(device);
+  LaunchMarks* marks = marks_.get();
+  try {
+    done->on_ready(
+        [marks, device, serial](const std::string&) { marks->finished(device, serial); });
+  } catch (const pjrt::Error&) {
+    // A plugin without callbacks: marks see the launch done once synchronize() waits for it.
+  }
+  launches.push_back(Launch{std::move(done), std::move(keep)});
 }
 
 size_t Runtime::launches_in_flight(int device) {
@@ -190,12 +229,15 @@ size_t Runtime::launches_in_flight(int device) {
 }
 
 void Runtime::synchronize(int device) {
-  std::deque<std::unique_ptr<pjrt::Event>> events;
+  std::deque<Launch> launches;
+  uint64_t through = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    events.swap(in_flight_.at(device));
+    launches.swap(in_flight_.at(device));
+    through = marks_->last_started(device);
   }
-  for (auto& e : events) e->await();
+  for (auto& l : launches) l.done->await();
+  marks_->finished_through(device, through);
   raise_failed_asserts(device);
 }
 

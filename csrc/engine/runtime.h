@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/executable_cache.h"
+#include "engine/launch_marks.h"
 #include "hlo/types.h"
 #include "pjrt/client.h"
 
@@ -52,6 +53,16 @@ class Runtime {
 
   std::shared_ptr<pjrt::Buffer> upload(const void* data, hlo::ElementType type,
                                        const std::vector<int64_t>& dims, int device) const;
+  // Starts copying host data to a new buffer without waiting: `data` must stay alive and
+  // unchanged until the copy has read it, which synchronize() and marks wait for; `keep` (the
+  // memory holding `data`) is held until then.
+  std::shared_ptr<pjrt::Buffer> upload_async(const void* data, hlo::ElementType type,
+                                             const std::vector<int64_t>& dims, int device,
+                                             std::shared_ptr<const void> keep);
+  // Starts copying `buffer` to `dst` on the host without waiting; `dst` is written once
+  // synchronize() or a later mark is done. `keep` (the memory holding `dst`) is held until then.
+  void download_async(std::shared_ptr<pjrt::Buffer> buffer, void* dst, size_t size, int device,
+                      std::shared_ptr<const void> keep);
   // A 0-d buffer holding `bits` (one element of `type`), cached so repeated scalars cost nothing.
   std::shared_ptr<pjrt::Buffer> scalar(hlo::ElementType type, const void* bits, int device);
 
@@ -67,6 +78,8 @@ class Runtime {
   void synchronize(int device);
   // Launches synchronize() would wait for now.
   size_t launches_in_flight(int device);
+  // A mark covering every launch on the device so far (what a torch.tpu.Event records).
+  std::shared_ptr<LaunchMark> mark(int device) { return marks_->mark(device); }
 
  private:
   explicit Runtime(const RuntimeConfig& config);
@@ -76,8 +89,16 @@ class Runtime {
   ExecutableCache executables_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
-  // Per device, the completion events of the launches not known to be done.
-  std::vector<std::deque<std::unique_ptr<pjrt::Event>>> in_flight_;
+  struct Launch {
+    std::unique_ptr<pjrt::Event> done;
+    std::shared_ptr<const void> keep;  // what must outlive the launch (host memory it uses)
+  };
+  // Remembers a launch on the device until synchronize() waits for it.
+  void track(std::unique_ptr<pjrt::Event> done, int device, std::shared_ptr<const void> keep);
+
+  // Per device, the launches not known to be done.
+  std::vector<std::deque<Launch>> in_flight_;
+  std::unique_ptr<LaunchMarks> marks_;
 };
 
 }  // namespace torchtpu::engine

@@ -93,46 +93,40 @@ std::vector<Value> FunctionBuilder::op_with_region(const std::string& name,
                                                    const std::vector<Shape>& region_args,
                                                    const RegionBody& body,
                                                    const std::string& attributes) {
-  std::string regions = body ? " (" + region(region_args, body) + ")" : "";
-  return emit_op(name, operands, results, regions, attributes);
+  std::vector<Region> regions;
+  if (body) regions.push_back({region_args, body});
+  return op_with_regions(name, operands, results, regions, attributes);
 }
 
-std::vector<Value> FunctionBuilder::while_loop(const std::vector<Value>& init,
-                                               const RegionBody& cond, const RegionBody& body) {
-  std::vector<Shape> shapes;
-  for (const Value& v : init) shapes.push_back(v.shape);
-  std::string regions = " (" + region(shapes, cond) + ", " + region(shapes, body) + ")";
-  return emit_op("stablehlo.while", init, shapes, regions, "");
-}
-
-std::string FunctionBuilder::region(const std::vector<Shape>& region_args,
-                                    const RegionBody& body) {
-  std::string outer_body = std::move(body_);
-  std::string outer_indent = indent_;
-  body_.clear();
-  indent_ += "    ";
-  std::vector<Value> args;
-  std::string header = "^bb0(";
-  for (size_t i = 0; i < region_args.size(); ++i) {
-    args.push_back(Value{"%r" + std::to_string(next_id_++), region_args[i]});
-    header += (i ? ", " : "") + args.back().name + ": " + region_args[i].mlir();
-  }
-  std::vector<Value> returned = body(*this, args);
-  emit("\"stablehlo.return\"(" + name_list(returned) + ") : (" + type_list(returned) + ") -> ()");
-  std::string text = "{\n" + outer_indent + "  " + header + "):\n" + body_ + outer_indent + "}";
-  body_ = std::move(outer_body);
-  indent_ = outer_indent;
-  return text;
-}
-
-std::vector<Value> FunctionBuilder::emit_op(const std::string& name,
-                                            const std::vector<Value>& operands,
-                                            const std::vector<Shape>& results,
-                                            const std::string& regions,
-                                            const std::string& attributes) {
+std::vector<Value> FunctionBuilder::op_with_regions(const std::string& name,
+                                                    const std::vector<Value>& operands,
+                                                    const std::vector<Shape>& results,
+                                                    const std::vector<Region>& regions,
+                                                    const std::string& attributes) {
   std::string result_name = fresh_name();
+  std::string region;
+  for (size_t n = 0; n < regions.size(); ++n) {
+    std::string outer_body = std::move(body_);
+    std::string outer_indent = indent_;
+    body_.clear();
+    indent_ += "    ";
+    std::vector<Value> args;
+    std::string header = "^bb0(";
+    for (size_t i = 0; i < regions[n].args.size(); ++i) {
+      args.push_back(Value{"%r" + std::to_string(next_id_++), regions[n].args[i]});
+      header += (i ? ", " : "") + args.back().name + ": " + regions[n].args[i].mlir();
+    }
+    std::vector<Value> returned = regions[n].body(*this, args);
+    emit("\"stablehlo.return\"(" + name_list(returned) + ") : (" + type_list(returned) +
+         ") -> ()");
+    region += (n ? ", {\n" : " ({\n") + outer_indent + "  " + header + "):\n" + body_ +
+              outer_indent + "}";
+    body_ = std::move(outer_body);
+    indent_ = outer_indent;
+  }
+  if (!regions.empty()) region += ")";
   std::string line = result_name + (results.size() > 1 ? ":" + std::to_string(results.size()) : "") +
-                     " = \"" + name + "\"(" + name_list(operands) + ")" + regions;
+                     " = \"" + name + "\"(" + name_list(operands) + ")" + region;
   if (!attributes.empty()) line += " {" + attributes + "}";
   line += " : (" + type_list(operands) + ") -> ";
   line += results.size() == 1 ? results[0].mlir() : "(" + type_list(results) + ")";

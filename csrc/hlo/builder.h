@@ -31,11 +31,16 @@ class FunctionBuilder {
                                     const std::vector<Shape>& results,
                                     const std::vector<Shape>& region_args, const RegionBody& body,
                                     const std::string& attributes = "");
+  // The same with several regions (stablehlo.while: a condition and a body).
+  struct Region {
+    std::vector<Shape> args;
+    RegionBody body;
+  };
+  std::vector<Value> op_with_regions(const std::string& name, const std::vector<Value>& operands,
+                                     const std::vector<Shape>& results,
+                                     const std::vector<Region>& regions,
+                                     const std::string& attributes = "");
   Value constant(const Shape& shape, const std::string& dense_literal);
-  // stablehlo.while over loop values `init`: `cond` maps them to one tensor<i1>, `body` to the
-  // next loop values; returns the final ones.
-  std::vector<Value> while_loop(const std::vector<Value>& init, const RegionBody& cond,
-                                const RegionBody& body);
 
   // The whole module, with `results` returned from @main in order. Each (parameter, result) of
   // `donated` lets the result reuse the parameter's buffer (tf.aliasing_output): the argument
@@ -54,11 +59,6 @@ class FunctionBuilder {
 
  private:
   std::string fresh_name();
-  // A single-block region `({ ^bb0(args): ... })` whose block returns what `body` gives.
-  std::string region(const std::vector<Shape>& args, const RegionBody& body);
-  std::vector<Value> emit_op(const std::string& name, const std::vector<Value>& operands,
-                             const std::vector<Shape>& results, const std::string& regions,
-                             const std::string& attributes);
   void emit(const std::string& line);
 
   std::vector<Shape> parameters_;

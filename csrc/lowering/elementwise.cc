@@ -142,6 +142,20 @@ Values div(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   return result(b, q, attrs);
 }
 
+// rsub(self, other, alpha): other - alpha * self, with sub's checks and rounding.
+Values rsub(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Values swapped = operands;
+  std::swap(swapped[0], swapped[1]);
+  return sub(b, swapped, attrs);
+}
+
+// floor_divide(self, other): div with rounding_mode "floor".
+Values floor_divide(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
+  Attrs floor = attrs;
+  floor.set("rounding_mode", std::string("floor"));
+  return div(b, operands, floor);
+}
+
 // The value converted to `type` and broadcast to `shape`: copy_, fill_, expand.
 Values cast(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   return {promote(b, operands[0], attrs.type("type"), attrs.ints("shape"))};
@@ -170,6 +184,10 @@ void register_elementwise_rules(Registry& r) {
   r.elementwise("div", div,
         {"div.Tensor", "div_.Tensor", "div.out", "div.Tensor_mode", "div_.Tensor_mode",
          "div.out_mode", "div.Scalar", "div_.Scalar", "div.Scalar_mode", "div_.Scalar_mode"});
+  r.elementwise("rsub", rsub, {"rsub.Tensor", "rsub.Scalar"});
+  r.elementwise("floor_divide", floor_divide,
+                {"floor_divide", "floor_divide_.Tensor", "floor_divide.out", "floor_divide.Scalar",
+                 "floor_divide_.Scalar", "floor_divide.Scalar_out"});
   r.add("cast", cast);
 }
 

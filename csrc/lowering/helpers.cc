@@ -328,3 +328,39 @@ Value extreme(FunctionBuilder& b, ElementType type, bool largest) {
 }
 
 }  // namespace torchtpu::lowering
+
+namespace torchtpu::lowering {
+
+Value is_nan(FunctionBuilder& b, const Value& x) { return compare(b, x, x, "NE"); }
+
+Value bitcast(FunctionBuilder& b, const Value& x, ElementType type) {
+  return b.op("stablehlo.bitcast_convert", {x}, Shape{type, x.shape.dims});
+}
+
+Value int_full(FunctionBuilder& b, ElementType type, const Dims& dims, int64_t value) {
+  Value c = b.constant(Shape{type, {}}, FunctionBuilder::integer_literal(type, value));
+  return broadcast_in_dim(b, c, dims, {});
+}
+
+Value sign_bit(FunctionBuilder& b, const Value& x) {
+  ElementType t = x.shape.type;
+  if (hlo::is_signed_integer(t)) return compare(b, x, full(b, t, x.shape.dims, 0), "LT");
+  if (!hlo::is_floating(t)) return full(b, ElementType::kPred, x.shape.dims, 0);
+  ElementType bits = hlo::byte_width(t) == 8   ? ElementType::kS64
+                     : hlo::byte_width(t) == 4 ? ElementType::kS32
+                                               : ElementType::kS16;
+  return compare(b, bitcast(b, x, bits), full(b, bits, x.shape.dims, 0), "LT");
+}
+
+ElementType wide(ElementType type) {
+  return hlo::is_floating(type) ? ElementType::kF64 : type;
+}
+
+std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& state,
+                              const LoopFn& cond, const LoopFn& body) {
+  std::vector<Shape> shapes;
+  for (const Value& v : state) shapes.push_back(v.shape);
+  return b.op_with_regions("stablehlo.while", state, shapes, {{shapes, cond}, {shapes, body}});
+}
+
+}  // namespace torchtpu::lowering

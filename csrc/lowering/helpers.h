@@ -1,6 +1,7 @@
 // The HLO building blocks every rule shares: casts, broadcasting, constants, shape ops.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,5 +90,22 @@ Value b_or(FunctionBuilder& b, const Value& x, const Value& y);
 
 // Converts to `type` and broadcasts to `dims`: how operands meet in an elementwise op.
 Value promote(FunctionBuilder& b, const Value& v, ElementType type, const Dims& dims);
+
+// x != x.
+Value is_nan(FunctionBuilder& b, const Value& x);
+// The bits of `x` as the integer type `type` of its width (stablehlo.bitcast_convert).
+Value bitcast(FunctionBuilder& b, const Value& x, ElementType type);
+// An integer constant of `dims`, exact for any 64-bit value (full() goes through a double).
+Value int_full(FunctionBuilder& b, ElementType type, const Dims& dims, int64_t value);
+// x's sign bit, as a predicate: true for -0.0 and negative NaNs; false for unsigned and bool.
+Value sign_bit(FunctionBuilder& b, const Value& x);
+// float64 for float32 (and narrower), else the type itself: where XLA's float32 math strays
+// more than a few ulp from the CPU's, a rule computes in this and rounds once.
+ElementType wide(ElementType type);
+
+// stablehlo.while: runs `body` on the state while `cond` (a 0-d predicate of it) holds.
+using LoopFn = std::function<std::vector<Value>(FunctionBuilder&, const std::vector<Value>&)>;
+std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& state,
+                              const LoopFn& cond, const LoopFn& body);
 
 }  // namespace torchtpu::lowering

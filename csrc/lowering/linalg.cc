@@ -91,6 +91,25 @@ Values cross(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {concatenate(b, {term(1, 2), term(2, 0), term(0, 1)}, d)};
 }
 
+// addbmm(self, batch1, batch2, beta, alpha): the batch's products summed, then added to self.
+Values addbmm(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Value products = dot(b, v[1], v[2], 1, out_type(a));
+  Value sum = reduce(b, products, {0}, constant(b, products.shape.type, 0), "stablehlo.add");
+  return {scale_add(b, v[0], sum, v[3], v[4], out_type(a))};
+}
+
+// vdot(self, other): the conjugate of self dotted with other.
+Values vdot(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Value x = v[0];
+  if (hlo::is_complex(x.shape.type)) {
+    ElementType part = real_part(x.shape.type);
+    Value re = b.op("stablehlo.real", {x}, Shape{part, x.shape.dims});
+    Value im = b.op("stablehlo.imag", {x}, Shape{part, x.shape.dims});
+    x = b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, x.shape);
+  }
+  return {convert(b, dot(b, x, v[1], 0, out_type(a)), out_type(a))};
+}
+
 }  // namespace
 
 void register_linalg_rules(Registry& r) {
@@ -102,6 +121,8 @@ void register_linalg_rules(Registry& r) {
   r.add("baddbmm", add_product(1), {"baddbmm", "baddbmm.out", "baddbmm_"});
   r.add("addmv", add_product(0), {"addmv", "addmv.out", "addmv_"});
   r.add("linalg_cross", cross, {"linalg_cross", "linalg_cross.out"});
+  r.add("addbmm", addbmm, {"addbmm", "addbmm.out", "addbmm_"});
+  r.add("vdot", vdot, {"vdot", "vdot.out"});
 }
 
 }  // namespace torchtpu::lowering

@@ -1,6 +1,7 @@
 // Elementwise math beyond arithmetic: unary functions, comparisons, logic, selection, activations
 // and their gradients. Operands arrive in their own dtypes; outputs are in PyTorch's (attrs).
 #include <cmath>
+#include <limits>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -285,6 +286,190 @@ LoweringRule shift(bool left) {
   });
 }
 
+// f(x, y) in opmath(output type): for ops whose integer inputs give a float result.
+LoweringRule float_binary_fn(std::function<Value(FunctionBuilder&, const Value&, const Value&)> f) {
+  return [f](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    ElementType c = opmath(out_type(a));
+    return Values{convert(b, f(b, arg(b, v, 0, c, a), arg(b, v, 1, c, a)), out_type(a))};
+  };
+}
+
+Value trunc(FunctionBuilder& b, const Value& x) {
+  if (integral(x.shape.type)) return x;
+  Value negative = compare(b, x, full_like(b, x, 0), "LT");
+  return select(b, negative, unary(b, "stablehlo.ceil", x), unary(b, "stablehlo.floor", x));
+}
+
+// fmax / fmin: a NaN loses to a number (unlike maximum / minimum).
+Value ignoring_nan(FunctionBuilder& b, const Value& x, const Value& y, const Value& r) {
+  if (!hlo::is_floating(x.shape.type)) return r;
+  return select(b, is_nan(b, x), y, select(b, is_nan(b, y), x, r));
+}
+
+// copysign: |x| with the sign bit of y (so -0.0 and -NaN count as negative).
+Value copysign(FunctionBuilder& b, const Value& x, const Value& y) {
+  Value magnitude = unary(b, "stablehlo.abs", x);
+  return select(b, sign_bit(b, y), unary(b, "stablehlo.negate", magnitude), magnitude);
+}
+
+// heaviside(x, values): values where x == 0, else x > 0 (so 0 for NaN).
+Value heaviside(FunctionBuilder& b, const Value& x, const Value& values) {
+  Value step = convert(b, compare(b, x, full_like(b, x, 0), "GT"), x.shape.type);
+  return select(b, compare(b, x, full_like(b, x, 0), "EQ"), values, step);
+}
+
+// hypot: max * sqrt(1 + (min/max)^2), so x^2 + y^2 never overflows; an infinity wins over NaN.
+Value hypot(FunctionBuilder& b, const Value& x, const Value& y) {
+  Value ax = unary(b, "stablehlo.abs", x), ay = unary(b, "stablehlo.abs", y);
+  Value hi = maximum(b, ax, ay), lo = minimum(b, ax, ay);
+  Value ratio = binary(b, "stablehlo.divide", lo, hi);
+  Value root = unary(b, "stablehlo.sqrt", binary(b, "stablehlo.add", full_like(b, x, 1),
+                                                binary(b, "stablehlo.multiply", ratio, ratio)));
+  Value h = select(b, compare(b, hi, full_like(b, x, 0), "EQ"), hi,
+                   binary(b, "stablehlo.multiply", hi, root));
+  Value inf = full_like(b, x, INFINITY);
+  Value any_inf = b_or(b, compare(b, ax, inf, "EQ"), compare(b, ay, inf, "EQ"));
+  return select(b, any_inf, inf, h);
+}
+
+// logaddexp(2): max + log(1 + base^-|x - y|); equal infinities give themselves.
+Value logaddexp(FunctionBuilder& b, const Value& x, const Value& y, bool base2) {
+  Value hi = maximum(b, x, y);
+  Value d = unary(b, "stablehlo.negate",
+                  unary(b, "stablehlo.abs", binary(b, "stablehlo.subtract", x, y)));
+  Value sum;
+  if (base2) {
+    Value e = binary(b, "stablehlo.power", full_like(b, x, 2), d);
+    sum = binary(b, "stablehlo.divide", unary(b, "stablehlo.log_plus_one", e),
+                 full_like(b, x, M_LN2));
+  } else {
+    sum = unary(b, "stablehlo.log_plus_one", unary(b, "stablehlo.exponential", d));
+  }
+  Value same_inf = b_and(b, compare(b, x, y, "EQ"),
+                         compare(b, unary(b, "stablehlo.abs", x), full_like(b, x, INFINITY), "EQ"));
+  return select(b, same_inf, x, binary(b, "stablehlo.add", hi, sum));
+}
+
+// xlogy / xlog1py: 0 where x == 0 unless y is NaN, else x * log(y) (log1p(y)).
+LoweringRule x_log(const std::string& log_op) {
+  return float_binary_fn([log_op](FunctionBuilder& b, const Value& x, const Value& y) {
+    Value product = binary(b, "stablehlo.multiply", x, unary(b, log_op, y));
+    Value zero = full_like(b, x, 0);
+    Value x_zero = b_and(b, compare(b, x, zero, "EQ"), unary(b, "stablehlo.not", is_nan(b, y)));
+    return select(b, x_zero, zero, product);
+  });
+}
+
+// angle: atan2(imag, real) of a complex; of a real, pi below 0, NaN for NaN, else 0.
+Values angle(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  if (hlo::is_complex(v[0].shape.type)) {
+    ElementType part = real_part(v[0].shape.type);
+    Value re = b.op("stablehlo.real", {v[0]}, Shape{part, v[0].shape.dims});
+    Value im = b.op("stablehlo.imag", {v[0]}, Shape{part, v[0].shape.dims});
+    return {convert(b, binary(b, "stablehlo.atan2", im, re), t)};
+  }
+  Value x = arg(b, v, 0, opmath(t), a);
+  Value zero = full_like(b, x, 0);
+  Value r = select(b, compare(b, x, zero, "LT"), full_like(b, x, M_PI), zero);
+  return {convert(b, select(b, is_nan(b, x), x, r), t)};
+}
+
+Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type) {
+  return b.op("stablehlo.complex", {re, im}, Shape{type, re.shape.dims});
+}
+
+// complex(real, imag) and polar(abs, angle).
+LoweringRule complex_from(bool polar) {
+  return [polar](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    ElementType t = out_type(a), part = real_part(t);
+    Value x = arg(b, v, 0, part, a), y = arg(b, v, 1, part, a);
+    if (polar) {
+      Value re = binary(b, "stablehlo.multiply", x, unary(b, "stablehlo.cosine", y));
+      y = binary(b, "stablehlo.multiply", x, unary(b, "stablehlo.sine", y));
+      x = re;
+    }
+    return Values{make_complex(b, x, y, t)};
+  };
+}
+
+// sgn: x / |x| for a complex (0 at 0), sign for a real.
+Values sgn(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  if (!hlo::is_complex(t)) return {convert(b, sign(b, arg(b, v, 0, opmath(t), a)), t)};
+  Value x = arg(b, v, 0, t, a);
+  Value m = modulus(b, x);
+  Value zero = full_like(b, m, 0);
+  Value unit = binary(b, "stablehlo.divide", x, make_complex(b, m, zero, t));
+  return {select(b, compare(b, m, zero, "EQ"), full_like(b, x, 0), unit)};
+}
+
+// round(x, decimals) as PyTorch's CPU: scale by 10^|decimals|, round half to even, scale back.
+Values round_decimals(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  Value x = arg(b, v, 0, opmath(t), a);
+  int64_t decimals = a.has("decimals") ? a.i("decimals") : 0;
+  if (integral(t)) return {x};
+  if (decimals == 0) return {convert(b, unary(b, "stablehlo.round_nearest_even", x), t)};
+  // Each step rounded to x's type from float64: XLA turns a division by a constant into a
+  // multiplication by its reciprocal, one ulp off the CPU's division in x's own type.
+  ElementType c = x.shape.type, w = wide(c);
+  Value scale = full(b, w, x.shape.dims, std::pow(10.0, static_cast<double>(std::abs(decimals))));
+  auto step = [&](const char* op, const Value& v) {
+    return convert(b, binary(b, op, convert(b, v, w), scale), c);
+  };
+  const char* in = decimals > 0 ? "stablehlo.multiply" : "stablehlo.divide";
+  const char* back = decimals > 0 ? "stablehlo.divide" : "stablehlo.multiply";
+  Value rounded = unary(b, "stablehlo.round_nearest_even", step(in, x));
+  return {convert(b, step(back, rounded), t)};
+}
+
+// sinc: sin(pi x) / (pi x), 1 at 0. The product is rounded in x's type as on the CPU; the
+// quotient is taken in float64 for float32, where XLA's sine is a few ulp from the CPU's.
+Value sinc(FunctionBuilder& b, const Value& x) {
+  Value product = binary(b, "stablehlo.multiply", x, full_like(b, x, M_PI));
+  Value p = convert(b, product, wide(x.shape.type));
+  Value q = convert(b, binary(b, "stablehlo.divide", unary(b, "stablehlo.sine", p), p),
+                    x.shape.type);
+  return select(b, compare(b, x, full_like(b, x, 0), "EQ"), full_like(b, x, 1), q);
+}
+
+// frexp: mantissa in [0.5, 1) with x's sign, and exponent, read from the bits (subnormals
+// normalized with a leading-zero count); 0, inf and NaN give (x, 0).
+Values frexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  ElementType c = t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+  Value x = convert(b, v[0], c);
+  bool f64 = c == ElementType::kF64;
+  ElementType it = f64 ? ElementType::kS64 : ElementType::kS32;
+  const Dims& d = x.shape.dims;
+  int64_t width = f64 ? 64 : 32, mant = f64 ? 52 : 23, bias = f64 ? 1022 : 126;
+  int64_t exp_mask = f64 ? 0x7ff : 0xff, frac_mask = (int64_t{1} << mant) - 1;
+  auto k = [&](int64_t value) { return int_full(b, it, d, value); };
+  auto op = [&](const char* name, const Value& p, const Value& q) { return binary(b, name, p, q); };
+  Value bits = bitcast(b, x, it);
+  Value e_raw = op("stablehlo.and", op("stablehlo.shift_right_logical", bits, k(mant)),
+                   k(exp_mask));
+  Value frac = op("stablehlo.and", bits, k(frac_mask));
+  Value sign = op("stablehlo.and", bits, k(std::numeric_limits<int64_t>::min() >> (64 - width)));
+  Value subnormal = compare(b, e_raw, k(0), "EQ");
+  // A subnormal's leading bit p: value = 1.f * 2^(p - bias - mant - 1).
+  Value p = op("stablehlo.subtract", k(width - 1), unary(b, "stablehlo.count_leading_zeros", frac));
+  Value shifted = op("stablehlo.and",
+                     op("stablehlo.shift_left", frac, op("stablehlo.subtract", k(mant), p)),
+                     k(frac_mask));
+  Value e = select(b, subnormal, op("stablehlo.subtract", p, k(bias + mant - 1)),
+                   op("stablehlo.subtract", e_raw, k(bias)));
+  Value m_bits = op("stablehlo.or", op("stablehlo.or", sign, k(bias << mant)),
+                    select(b, subnormal, shifted, frac));
+  Value m = bitcast(b, m_bits, c);
+  // Zero from the bits too: XLA's CPU compares treat subnormals as zero.
+  Value zero = compare(b, op("stablehlo.or", e_raw, frac), k(0), "EQ");
+  Value special = b_or(b, zero, compare(b, e_raw, k(exp_mask), "EQ"));
+  return {convert(b, select(b, special, x, m), t),
+          convert(b, select(b, special, k(0), e), out_type(a, 1))};
+}
+
 }  // namespace
 
 void register_math_rules(Registry& r) {
@@ -315,14 +500,10 @@ void register_math_rules(Registry& r) {
   r.add("sign", unary_fn(sign), all("sign"));
   r.add("floor", rounding("stablehlo.floor"), all("floor"));
   r.add("ceil", rounding("stablehlo.ceil"), all("ceil"));
-  r.add("round", rounding("stablehlo.round_nearest_even"), {"round", "round_", "round.out"});
-  r.add("trunc", unary_fn([](FunctionBuilder& b, const Value& x) {
-          if (integral(x.shape.type)) return x;
-          Value negative = compare(b, x, full_like(b, x, 0), "LT");
-          return select(b, negative, unary(b, "stablehlo.ceil", x),
-                        unary(b, "stablehlo.floor", x));
-        }),
-        all("trunc"));
+  r.add("round", round_decimals,
+        {"round", "round_", "round.out", "round.decimals", "round_.decimals",
+         "round.decimals_out"});
+  r.add("trunc", unary_fn(trunc), all("trunc"));
   r.add("reciprocal", unary_fn(reciprocal), all("reciprocal"));
   r.add("relu", unary_fn(relu), all("relu"));
   r.add("silu", unary_fn(silu), all("silu"));
@@ -402,6 +583,42 @@ void register_math_rules(Registry& r) {
   r.elementwise("addcmul", addc("stablehlo.multiply"), all("addcmul"));
   r.elementwise("addcdiv", addc("stablehlo.divide"), all("addcdiv"));
   r.elementwise("lerp", lerp, all("lerp"));
+
+  r.add("angle", angle, {"angle", "angle.out"});
+  r.elementwise("complex", complex_from(false), {"complex", "complex.out"});
+  r.elementwise("polar", complex_from(true), {"polar", "polar.out"});
+  r.add("sgn", sgn, all("sgn"));
+  r.add("signbit", [](FunctionBuilder& b, const Values& v, const Attrs& a) {
+          return Values{convert(b, sign_bit(b, v[0]), out_type(a))};
+        }, {"signbit", "signbit.out"});
+  r.add("frexp", frexp, {"frexp.Tensor", "frexp.Tensor_out"});
+  r.add("exp2", unary_fn([](FunctionBuilder& b, const Value& x) {
+          return binary(b, "stablehlo.power", full_like(b, x, 2), x);
+        }), all("exp2"));
+  r.add("frac", unary_fn([](FunctionBuilder& b, const Value& x) {
+          return binary(b, "stablehlo.subtract", x, trunc(b, x));
+        }), all("frac"));
+  r.add("sinc", unary_fn(sinc), all("sinc"));
+  r.elementwise("copysign", float_binary_fn(copysign), all("copysign"));
+  r.elementwise("fmax", binary_fn([](FunctionBuilder& b, const Value& x, const Value& y) {
+                  return ignoring_nan(b, x, y, maximum(b, x, y));
+                }), all("fmax"));
+  r.elementwise("fmin", binary_fn([](FunctionBuilder& b, const Value& x, const Value& y) {
+                  return ignoring_nan(b, x, y, minimum(b, x, y));
+                }), all("fmin"));
+  r.elementwise("heaviside", binary_fn(heaviside), all("heaviside"));
+  r.elementwise("hypot", float_binary_fn(hypot), all("hypot"));
+  r.elementwise("logaddexp", float_binary_fn([](FunctionBuilder& b, const Value& x,
+                                                const Value& y) {
+                  return logaddexp(b, x, y, false);
+                }), {"logaddexp", "logaddexp.out"});
+  r.elementwise("logaddexp2", float_binary_fn([](FunctionBuilder& b, const Value& x,
+                                                 const Value& y) {
+                  return logaddexp(b, x, y, true);
+                }), {"logaddexp2", "logaddexp2.out"});
+  r.elementwise("nextafter", binary_op("chlo.next_after"), all("nextafter"));
+  r.elementwise("xlogy", x_log("stablehlo.log"), all("xlogy"));
+  r.elementwise("xlog1py", x_log("stablehlo.log_plus_one"), all("special_xlog1py"));
 }
 
 }  // namespace torchtpu::lowering

@@ -1,7 +1,8 @@
-// Neural-network ops: softmax, normalisation, losses, embedding gradients, and their backwards.
+// Neural-network ops: softmax, normalisation, embedding gradients, channel shuffle, and their
+// backwards. Losses are in losses.cc, activations in activations.cc.
 #include <algorithm>
 
-#include "lowering/helpers.h"
+#include "lowering/arith.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::lowering {
@@ -15,19 +16,6 @@ Value sum_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
 Value max_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
   Value m = reduce_extreme(b, x, axes, true);
   return broadcast_to(b, keep_dims(b, m, x.shape.dims, axes), x.shape.dims);
-}
-
-Value sub(FunctionBuilder& b, const Value& x, const Value& y) {
-  return binary(b, "stablehlo.subtract", x, y);
-}
-Value mul(FunctionBuilder& b, const Value& x, const Value& y) {
-  return binary(b, "stablehlo.multiply", x, y);
-}
-Value add(FunctionBuilder& b, const Value& x, const Value& y) {
-  return binary(b, "stablehlo.add", x, y);
-}
-Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
-  return binary(b, "stablehlo.divide", x, y);
 }
 
 // _softmax / _log_softmax(self, dim, half_to_float)
@@ -130,87 +118,6 @@ Values layer_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) 
   return {convert(b, dx, t), convert(b, dweight, wt), convert(b, dbias, bt)};
 }
 
-// Reduction codes of PyTorch's losses.
-enum Reduction { kNone = 0, kMean = 1, kSum = 2 };
-
-// nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
-Values nll_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = opmath(t);
-  Value x = convert(b, v[0], c);
-  Value target = convert(b, v[1], ElementType::kS64);
-  bool batched = x.shape.rank() == 2;
-  if (!batched) {
-    x = reshape(b, x, {1, x.shape.dims[0]});
-    target = reshape(b, target, {1});
-  }
-  int64_t n = x.shape.dims[0], classes = x.shape.dims[1];
-  Value ignore = full(b, ElementType::kS64, {n}, static_cast<double>(a.i("ignore_index")));
-  Value valid = compare(b, target, ignore, "NE");
-  Value safe_target = select(b, valid, target, full(b, ElementType::kS64, {n}, 0));
-  Value onehot = compare(b, iota(b, ElementType::kS64, {n, classes}, 1),
-                         broadcast_in_dim(b, safe_target, {n, classes}, {0}), "EQ");
-  Value picked = reduce(b, select(b, onehot, x, full(b, c, {n, classes}, 0)), {1},
-                        constant(b, c, 0), "stablehlo.add");
-  Value w = convert(b, valid, c);
-  if (!a.has("weight_absent")) {
-    Value cw = convert(b, v[2], c);
-    Value gathered = reduce(b, select(b, onehot, broadcast_in_dim(b, cw, {n, classes}, {1}),
-                                      full(b, c, {n, classes}, 0)),
-                            {1}, constant(b, c, 0), "stablehlo.add");
-    w = mul(b, w, gathered);
-  }
-  Value losses = unary(b, "stablehlo.negate", mul(b, picked, w));
-  Value total = reduce(b, w, {0}, constant(b, c, 0), "stablehlo.add");
-  int64_t reduction = a.i("reduction");
-  Value out;
-  if (reduction == kNone) {
-    out = batched ? losses : reshape(b, losses, {});
-  } else {
-    Value s = reduce(b, losses, {0}, constant(b, c, 0), "stablehlo.add");
-    out = reduction == kSum ? s : divide(b, s, total);
-  }
-  return {convert(b, reshape(b, out, out_shape(a)), t),
-          convert(b, reshape(b, total, out_shape(a, 1)), out_type(a, 1))};
-}
-
-// nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
-Values nll_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = opmath(t);
-  Dims shape = out_shape(a);
-  bool batched = shape.size() == 2;
-  int64_t n = batched ? shape[0] : 1, classes = batched ? shape[1] : shape[0];
-  Value g = convert(b, v[0], c);
-  Value target = reshape(b, convert(b, v[2], ElementType::kS64), {n});
-  bool has_weight = !a.has("weight_absent");
-  Value total = convert(b, v[has_weight ? 4 : 3], c);
-  Value ignore = full(b, ElementType::kS64, {n}, static_cast<double>(a.i("ignore_index")));
-  Value valid = compare(b, target, ignore, "NE");
-  Value onehot = compare(b, iota(b, ElementType::kS64, {n, classes}, 1),
-                         broadcast_in_dim(b, target, {n, classes}, {0}), "EQ");
-  Value w = convert(b, valid, c);
-  if (has_weight) {
-    Value cw = convert(b, v[3], c);
-    Value gathered = reduce(b, select(b, onehot, broadcast_in_dim(b, cw, {n, classes}, {1}),
-                                      full(b, c, {n, classes}, 0)),
-                            {1}, constant(b, c, 0), "stablehlo.add");
-    w = mul(b, w, gathered);
-  }
-  int64_t reduction = a.i("reduction");
-  Value scale;  // per-sample gradient scale, [n]
-  if (reduction == kNone) {
-    scale = mul(b, reshape(b, g, {n}), w);
-  } else {
-    Value gs = broadcast_in_dim(b, reshape(b, g, {}), {n}, {});
-    scale = mul(b, gs, w);
-    if (reduction == kMean) scale = divide(b, scale, broadcast_in_dim(b, reshape(b, total, {}),
-                                                                      {n}, {}));
-  }
-  Value grad = select(b, onehot, broadcast_in_dim(b, unary(b, "stablehlo.negate", scale),
-                                                  {n, classes}, {0}),
-                      full(b, c, {n, classes}, 0));
-  return {convert(b, reshape(b, grad, shape), t)};
-}
-
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
 Values embedding_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
@@ -241,37 +148,6 @@ Values embedding_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
                        "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
                        "index_vector_dim = 1>");
   return {convert(b, grad, t)};
-}
-
-Value reduce_loss(FunctionBuilder& b, const Value& losses, int64_t reduction) {
-  if (reduction == kNone) return losses;
-  Dims all;
-  for (size_t d = 0; d < losses.shape.rank(); ++d) all.push_back(static_cast<int64_t>(d));
-  Value s = reduce(b, losses, all, constant(b, losses.shape.type, 0), "stablehlo.add");
-  if (reduction == kSum) return s;
-  return divide(b, s, full(b, losses.shape.type, {}, static_cast<double>(losses.shape.numel())));
-}
-
-// mse_loss(self, target, reduction)
-Values mse_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = opmath(t);
-  Dims shape = v[0].shape.dims.size() >= v[1].shape.dims.size() ? v[0].shape.dims
-                                                                 : v[1].shape.dims;
-  Value d = sub(b, promote(b, v[0], c, shape), promote(b, v[1], c, shape));
-  return {convert(b, reshape(b, reduce_loss(b, mul(b, d, d), a.i("reduction")), out_shape(a)), t)};
-}
-
-// mse_loss_backward(grad_output, self, target, reduction)
-Values mse_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = opmath(t);
-  Dims shape = out_shape(a);
-  Value d = sub(b, promote(b, v[1], c, shape), promote(b, v[2], c, shape));
-  Value g = promote(b, v[0], c, shape);
-  Value r = mul(b, mul(b, full(b, c, shape, 2), d), g);
-  if (a.i("reduction") == kMean) {
-    r = divide(b, r, full(b, c, shape, static_cast<double>(v[1].shape.numel())));
-  }
-  return {convert(b, r, t)};
 }
 
 // native_dropout_backward(grad_output, mask, scale)
@@ -349,7 +225,9 @@ Values batch_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
 }
 
 // native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?,
-// save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias)
+// save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias); also
+// batch_norm_backward, which names train `update` and save_invstd `save_var`, and takes a
+// trailing `reserve` operand it ignores.
 Values batch_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = a.has("type") ? out_type(a) : v[1].shape.type, c = opmath(t);
   Value g = convert(b, v[0], c), x = convert(b, v[1], c);
@@ -360,12 +238,12 @@ Values batch_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) 
   };
   Value weight = optional("weight"), running_mean = optional("running_mean");
   Value running_var = optional("running_var"), save_mean = optional("save_mean");
-  Value save_invstd = optional("save_invstd");
+  Value save_invstd = optional(a.has("update") ? "save_var" : "save_invstd");
   Value eps = convert(b, v[next], c);
   int64_t channels = shape[1];
   Dims axes = channel_reduction_axes(shape.size());
   double n = static_cast<double>(x.shape.numel() / std::max<int64_t>(channels, 1));
-  bool train = a.i("train") != 0;
+  bool train = a.i(a.has("update") ? "update" : "train") != 0;
   Value mean = convert(b, train ? save_mean : running_mean, c);
   Value invstd = train ? convert(b, save_invstd, c)
                        : unary(b, "stablehlo.rsqrt", add(b, convert(b, running_var, c),
@@ -422,6 +300,20 @@ Values group_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) 
   return out;
 }
 
+// channel_shuffle(self, groups): channels [groups, C / groups] transposed.
+Values channel_shuffle(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  const Value& x = v[0];
+  Dims dims = x.shape.dims;
+  int64_t groups = a.i("groups");
+  Dims split{dims[0], groups, dims[1] / groups};
+  Dims perm{0, 2, 1};
+  for (size_t d = 2; d < dims.size(); ++d) {
+    split.push_back(dims[d]);
+    perm.push_back(static_cast<int64_t>(d + 1));
+  }
+  return {convert(b, reshape(b, transpose(b, reshape(b, x, split), perm), dims), out_type(a))};
+}
+
 }  // namespace
 
 void register_nn_rules(Registry& r) {
@@ -429,7 +321,8 @@ void register_nn_rules(Registry& r) {
         {"native_group_norm_backward", "native_group_norm_backward.out"});
   r.add("batch_norm", batch_norm);
   r.add("batch_norm_backward", batch_norm_backward,
-        {"native_batch_norm_backward", "native_batch_norm_backward.out"});
+        {"native_batch_norm_backward", "native_batch_norm_backward.out", "batch_norm_backward"});
+  r.add("channel_shuffle", channel_shuffle, {"channel_shuffle", "channel_shuffle.out"});
   r.add("dropout_backward", dropout_backward,
         {"native_dropout_backward", "native_dropout_backward.out"});
   r.add("softmax", softmax(false), {"_softmax", "_softmax.out"});
@@ -441,13 +334,8 @@ void register_nn_rules(Registry& r) {
   r.add("layer_norm", layer_norm, {"native_layer_norm", "native_layer_norm.out"});
   r.add("layer_norm_backward", layer_norm_backward,
         {"native_layer_norm_backward", "native_layer_norm_backward.out"});
-  r.add("nll_loss", nll_loss, {"nll_loss_forward", "nll_loss_forward.output"});
-  r.add("nll_loss_backward", nll_loss_backward,
-        {"nll_loss_backward", "nll_loss_backward.grad_input"});
   r.add("embedding_backward", embedding_backward,
         {"embedding_dense_backward", "embedding_dense_backward.out"});
-  r.add("mse_loss", mse_loss, {"mse_loss", "mse_loss.out"});
-  r.add("mse_loss_backward", mse_loss_backward, {"mse_loss_backward", "mse_loss_backward.grad_input"});
 }
 
 }  // namespace torchtpu::lowering

@@ -1,6 +1,7 @@
 // Reductions. The output shape from PyTorch's meta function already says keepdim or not, so each
 // rule reduces over its dimensions and reshapes to it.
 #include <cmath>
+#include <limits>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -157,101 +158,162 @@ Values cumsum(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, prefix_sum(b, x, normalize_dim(a.i("dim"), x.shape.rank())), t)};
 }
 
-// nonzero(self) with its count known (attrs shape [n, rank]): the coordinates of the nonzero
-// elements in row-major order.
+// nonzero(self) with its count known (attrs shape [n, rank]), and nonzero_static(self, size,
+// fill_value): the coordinates of the first n nonzero elements in row-major order, rows past the
+// count holding fill_value.
 Values nonzero(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value x = v[0];
   Dims shape = out_shape(a);
   int64_t n = shape[0], rank = shape[1], total = x.shape.numel();
+  double fill = a.has("fill_value") ? static_cast<double>(a.i("fill_value")) : 0;
+  if (total == 0 || n == 0 || rank == 0) return {full(b, ElementType::kS64, shape, fill)};
   Value mask = reshape(b, compare(b, x, full(b, x.shape.type, x.shape.dims, 0), "NE"), {total});
   Value position = binary(b, "stablehlo.subtract",
                           prefix_sum(b, convert(b, mask, ElementType::kS64), 0),
                           full(b, ElementType::kS64, {total}, 1));
-  Value target = select(b, mask, position, full(b, ElementType::kS64, {total}, n));
+  Value limit = full(b, ElementType::kS64, {total}, static_cast<double>(n));
+  Value kept = b_and(b, mask, compare(b, position, limit, "LT"));
+  Value target = select(b, kept, position, limit);
   std::vector<Value> columns;
   for (int64_t d = 0; d < rank; ++d) {
     columns.push_back(reshape(b, iota(b, ElementType::kS64, x.shape.dims, d), {total, 1}));
   }
-  Value coords = rank ? concatenate(b, columns, 1) : full(b, ElementType::kS64, {total, 0}, 0);
+  Value coords = concatenate(b, columns, 1);
   Shape scalar{ElementType::kS64, {}};
   Value rows = b.op_with_region(
-      "stablehlo.scatter", {full(b, ElementType::kS64, {n + 1, rank}, 0),
+      "stablehlo.scatter", {full(b, ElementType::kS64, {n + 1, rank}, fill),
                             reshape(b, target, {total, 1}), coords},
       {Shape{ElementType::kS64, {n + 1, rank}}}, {scalar, scalar},
       [](FunctionBuilder&, const std::vector<Value>& args) { return std::vector<Value>{args[1]}; },
       "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
       "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-      "indices_are_sorted = true, unique_indices = false")[0];
+      "indices_are_sorted = false, unique_indices = false")[0];
   return {slice(b, rows, {0, 0}, {n, rank})};
 }
 
-// linalg_vector_norm(self, ord, dim?, keepdim, dtype?): ord is a static attribute.
-Values vector_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = opmath(t);
-  Value x = convert(b, modulus(b, v[0]), c);
-  Dims axes = reduction_dims(a, "dim", x.shape.rank());
-  double ord = a.f("ord");
-  Value r;
-  if (std::isinf(ord)) {
-    r = reduce_extreme(b, x, axes, ord > 0);
-  } else if (ord == 0) {
+// The `ord`-norm of `x` over `axes`, in x's type: the norm of its modulus.
+Value norm_over(FunctionBuilder& b, const Value& x, const Dims& axes, double ord) {
+  ElementType c = x.shape.type;
+  if (std::isinf(ord)) return reduce_extreme(b, x, axes, ord > 0);
+  if (ord == 0) {
     Value nonzero = convert(b, compare(b, x, full(b, c, x.shape.dims, 0), "NE"), c);
-    r = reduce(b, nonzero, axes, constant(b, c, 0), "stablehlo.add");
-  } else if (ord == 1) {
-    r = reduce(b, x, axes, constant(b, c, 0), "stablehlo.add");
-  } else if (ord == 2) {
-    r = unary(b, "stablehlo.sqrt", reduce(b, binary(b, "stablehlo.multiply", x, x), axes,
-                                          constant(b, c, 0), "stablehlo.add"));
-  } else {
-    Value p = full(b, c, x.shape.dims, ord);
-    Value s = reduce(b, binary(b, "stablehlo.power", x, p), axes, constant(b, c, 0),
-                     "stablehlo.add");
-    r = binary(b, "stablehlo.power", s, full(b, c, s.shape.dims, 1.0 / ord));
+    return reduce(b, nonzero, axes, constant(b, c, 0), "stablehlo.add");
   }
+  if (ord == 1) return reduce(b, x, axes, constant(b, c, 0), "stablehlo.add");
+  if (ord == 2) {
+    return unary(b, "stablehlo.sqrt", reduce(b, binary(b, "stablehlo.multiply", x, x), axes,
+                                             constant(b, c, 0), "stablehlo.add"));
+  }
+  Value p = full(b, c, x.shape.dims, ord);
+  Value s = reduce(b, binary(b, "stablehlo.power", x, p), axes, constant(b, c, 0),
+                   "stablehlo.add");
+  return binary(b, "stablehlo.power", s, full(b, c, s.shape.dims, 1.0 / ord));
+}
+
+// linalg_vector_norm(self, ord, dim?, keepdim, dtype?) and norm(self, p?, dim, keepdim,
+// dtype?): the order is a static attribute (2 when absent).
+LoweringRule vector_norm(const std::string& order) {
+  return [order](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    ElementType t = out_type(a), c = opmath(t);
+    Value x = convert(b, modulus(b, v[0]), c);
+    Dims axes = reduction_dims(a, "dim", x.shape.rank());
+    double ord = a.has(order) ? a.f(order) : 2.0;
+    return Values{convert(b, reshape(b, norm_over(b, x, axes, ord), out_shape(a)), t)};
+  };
+}
+
+// renorm(self, p, dim, maxnorm): each slice along dim whose p-norm exceeds maxnorm is scaled
+// down to it (by maxnorm / (norm + 1e-7), as PyTorch's kernel).
+Values renorm(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Value x = convert(b, v[0], c);
+  if (x.shape.numel() == 0) return {convert(b, x, t)};
+  int64_t dim = normalize_dim(a.i("dim"), x.shape.rank());
+  Dims axes;
+  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.rank()); ++d) {
+    if (d != dim) axes.push_back(d);
+  }
+  Value norm = keep_dims(b, norm_over(b, unary(b, "stablehlo.abs", x), axes, a.f("p")),
+                         x.shape.dims, axes);
+  const Dims& nd = norm.shape.dims;
+  Value maxnorm = splat(b, v[1], c, nd);
+  Value factor = select(b, compare(b, norm, maxnorm, "GT"),
+                        binary(b, "stablehlo.divide", maxnorm,
+                               binary(b, "stablehlo.add", norm, full(b, c, nd, 1e-7))),
+                        full(b, c, nd, 1));
+  return {convert(b, binary(b, "stablehlo.multiply", x, broadcast_to(b, factor, x.shape.dims)),
+                  t)};
+}
+
+// nansum(self, dim?, keepdim, dtype?): NaNs count as zero.
+Values nansum(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = t == ElementType::kPred ? t : opmath(t);
+  Value x = convert(b, v[0], c);
+  if (hlo::is_floating(c)) {
+    x = select(b, compare(b, x, x, "NE"), full(b, c, x.shape.dims, 0), x);
+  }
+  Dims axes = reduction_dims(a, "dim", x.shape.rank());
+  Value r = reduce(b, x, axes, constant(b, c, 0), "stablehlo.add");
   return {convert(b, reshape(b, r, out_shape(a)), t)};
 }
 
-// Stable sort of `x` along `axis` with its indices; NaN sorts as the largest value, as in PyTorch.
-std::pair<Value, Value> sort_along(FunctionBuilder& b, const Value& x, int64_t axis,
-                                   bool descending) {
-  ElementType t = x.shape.type;
-  Value index = iota(b, ElementType::kS64, x.shape.dims, axis);
-  Shape vs{t, {}}, is{ElementType::kS64, {}};
-  auto r = b.op_with_region(
-      "stablehlo.sort", {x, index}, {x.shape, index.shape}, {vs, vs, is, is},
-      [descending, t](FunctionBuilder& r, const std::vector<Value>& args) {
-        const Value &a = args[0], &c = args[1];
-        Value before = compare(r, a, c, descending ? "GT" : "LT");
-        if (hlo::is_floating(t)) {
-          Value nan_a = compare(r, a, a, "NE"), nan_c = compare(r, c, c, "NE");
-          Value nan_first = descending ? b_and(r, nan_a, unary(r, "stablehlo.not", nan_c))
-                                       : b_and(r, unary(r, "stablehlo.not", nan_a), nan_c);
-          before = b_or(r, before, nan_first);
-        }
-        return std::vector<Value>{before};
-      },
-      "dimension = " + std::to_string(axis) + " : i64, is_stable = true");
-  return {r[0], r[1]};
+// count_nonzero.dim_IntList(self, dim)
+Values count_nonzero(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Value x = v[0];
+  Value nonzero = convert(b, compare(b, x, full(b, x.shape.type, x.shape.dims, 0), "NE"),
+                          ElementType::kS64);
+  Dims axes = reduction_dims(a, "dim", x.shape.rank());
+  Value r = reduce(b, nonzero, axes, constant(b, ElementType::kS64, 0), "stablehlo.add");
+  return {convert(b, reshape(b, r, out_shape(a)), out_type(a))};
 }
 
-// sort(self, stable?, dim, descending) -> (values, indices)
-Values sort(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  Value x = v[0];
-  if (x.shape.rank() == 0) return {x, constant(b, ElementType::kS64, 0)};
-  auto [values, indices] = sort_along(b, x, normalize_dim(a.i("dim"), x.shape.rank()),
-                                      a.i("descending") != 0);
-  return {values, indices};
+// aminmax(self, dim?, keepdim) -> (min, max)
+Values aminmax(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Dims axes = reduction_dims(a, "dim", v[0].shape.rank());
+  return {reshape(b, reduce_extreme(b, v[0], axes, false), out_shape(a)),
+          reshape(b, reduce_extreme(b, v[0], axes, true), out_shape(a, 1))};
 }
 
-// topk(self, k, dim, largest, sorted) -> (values, indices)
-Values topk(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  Value x = v[0];
-  if (x.shape.rank() == 0) return {x, constant(b, ElementType::kS64, 0)};
-  int64_t axis = normalize_dim(a.i("dim"), x.shape.rank());
-  auto [values, indices] = sort_along(b, x, axis, a.i("largest") != 0);
-  Dims start(x.shape.rank(), 0), limit = x.shape.dims;
-  limit[axis] = a.i("k");
-  return {slice(b, values, start, limit), slice(b, indices, start, limit)};
+// The largest finite value of a floating type.
+double largest_finite(ElementType t) {
+  switch (t) {
+    case ElementType::kF16: return 65504.0;
+    case ElementType::kBF16: return 3.3895313892515355e38;
+    case ElementType::kF32: return 3.4028234663852886e38;
+    default: return 1.7976931348623157e308;
+  }
+}
+
+// nan_to_num(self, nan?, posinf?, neginf?): operands self, then the replacements given; an
+// absent infinity's replacement is the type's largest (or lowest) finite value.
+Values nan_to_num(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  Value x = convert(b, v[0], t);
+  if (!hlo::is_floating(t)) return {x};
+  size_t next = 1;
+  auto replacement = [&](const char* name, double fallback) {
+    if (a.has(std::string(name) + "_absent")) return full(b, t, x.shape.dims, fallback);
+    return splat(b, v[next++], t, x.shape.dims);
+  };
+  Value nan = replacement("nan", 0), posinf = replacement("posinf", largest_finite(t));
+  Value neginf = replacement("neginf", -largest_finite(t));
+  Value inf = full(b, t, x.shape.dims, std::numeric_limits<double>::infinity());
+  Value r = select(b, compare(b, x, x, "NE"), nan, x);
+  r = select(b, compare(b, x, inf, "EQ"), posinf, r);
+  r = select(b, compare(b, x, unary(b, "stablehlo.negate", inf), "EQ"), neginf, r);
+  return {r};
+}
+
+// trace(self): the sum of a matrix's diagonal.
+Values trace(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  Value x = convert(b, v[0], c);
+  const Dims& d = x.shape.dims;
+  Value diagonal = compare(b, iota(b, ElementType::kS64, d, 0), iota(b, ElementType::kS64, d, 1),
+                           "EQ");
+  Value r = reduce(b, select(b, diagonal, x, full(b, c, d, 0)), {0, 1}, constant(b, c, 0),
+                   "stablehlo.add");
+  return {convert(b, r, t)};
 }
 
 }  // namespace
@@ -286,10 +348,18 @@ void register_reduction_rules(Registry& r) {
   r.add("std_mean", variance(true, true), {"std_mean.correction", "std_mean.correction_out"});
   r.add("logsumexp", logsumexp, {"logsumexp", "logsumexp.out"});
   r.add("cumsum", cumsum, {"cumsum", "cumsum.out", "cumsum_"});
-  r.add("nonzero", nonzero);
-  r.add("sort", sort, {"sort", "sort.stable", "sort.values", "sort.values_stable"});
-  r.add("topk", topk, {"topk", "topk.values"});
-  r.add("linalg_vector_norm", vector_norm, {"linalg_vector_norm", "linalg_vector_norm.out"});
+  r.add("nonzero", nonzero, {"nonzero_static", "nonzero_static.out"});
+  r.add("linalg_vector_norm", vector_norm("ord"),
+        {"linalg_vector_norm", "linalg_vector_norm.out"});
+  r.add("norm", vector_norm("p"),
+        {"norm.ScalarOpt_dim", "norm.ScalarOpt_dim_dtype", "norm.out", "norm.dtype_out",
+         "norm.Scalar", "norm.ScalarOpt_dtype", "norm.Scalar_out", "norm.ScalarOpt_dtype_out"});
+  r.add("renorm", renorm, {"renorm", "renorm.out", "renorm_"});
+  r.add("nansum", nansum, {"nansum", "nansum.out"});
+  r.add("count_nonzero", count_nonzero, {"count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"});
+  r.add("aminmax", aminmax, {"aminmax", "aminmax.out"});
+  r.add("nan_to_num", nan_to_num, {"nan_to_num", "nan_to_num.out", "nan_to_num_"});
+  r.add("trace", trace, {"trace", "trace.out"});
 }
 
 }  // namespace torchtpu::lowering

@@ -21,6 +21,7 @@ const Table& built_table() {
     register_view_rules(r);
     register_elementwise_rules(r);
     register_math_rules(r);
+    register_special_rules(r);
     register_reduction_rules(r);
     register_linalg_rules(r);
     register_factorization_rules(r);
@@ -33,6 +34,17 @@ const Table& built_table() {
     register_conv_rules(r);
     register_pooling_rules(r);
     register_assert_rules(r);
+    register_activation_rules(r);
+    register_loss_rules(r);
+    register_distance_rules(r);
+    register_scan_rules(r);
+    register_sort_rules(r);
+    register_search_rules(r);
+    register_upsample_rules(r);
+    register_padding_rules(r);
+    register_grid_sample_rules(r);
+    register_embedding_bag_rules(r);
+    register_amp_rules(r);
     return true;
   }();
   (void)built;

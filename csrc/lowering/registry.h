@@ -78,6 +78,7 @@ class Registry {
 void register_view_rules(Registry& r);
 void register_elementwise_rules(Registry& r);
 void register_math_rules(Registry& r);
+void register_special_rules(Registry& r);
 void register_reduction_rules(Registry& r);
 void register_linalg_rules(Registry& r);
 void register_factorization_rules(Registry& r);
@@ -90,5 +91,16 @@ void register_random_rules(Registry& r);
 void register_conv_rules(Registry& r);
 void register_pooling_rules(Registry& r);
 void register_assert_rules(Registry& r);
+void register_activation_rules(Registry& r);
+void register_loss_rules(Registry& r);
+void register_distance_rules(Registry& r);
+void register_scan_rules(Registry& r);
+void register_sort_rules(Registry& r);
+void register_search_rules(Registry& r);
+void register_upsample_rules(Registry& r);
+void register_padding_rules(Registry& r);
+void register_grid_sample_rules(Registry& r);
+void register_embedding_bag_rules(Registry& r);
+void register_amp_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

@@ -129,7 +129,11 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Dims shape = out_shape(a);
   int64_t steps = shape.empty() ? 1 : shape[0];
   ElementType c = hlo::is_complex(t) ? t : ElementType::kF64;
-  Value start = convert(b, v[0], c), end = convert(b, v[1], c);
+  // An integer linspace starts from the ends converted to the integer type (truncated), and
+  // truncates each value, as the CPU does.
+  bool integral = !hlo::is_floating(t) && !hlo::is_complex(t);
+  Value start = convert(b, integral ? convert(b, v[0], t) : v[0], c);
+  Value end = convert(b, integral ? convert(b, v[1], t) : v[1], c);
   if (steps <= 1) return {convert(b, broadcast_to(b, start, shape), t)};
   Value step = binary(b, "stablehlo.divide", binary(b, "stablehlo.subtract", end, start),
                       constant(b, c, static_cast<double>(steps - 1)));
@@ -143,8 +147,21 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
                              full(b, ElementType::kS64, shape, static_cast<double>(steps / 2)),
                              "LT");
   Value r = select(b, first_half, from_start, from_end);
-  if (!hlo::is_floating(t) && !hlo::is_complex(t)) r = unary(b, "stablehlo.floor", r);
   return {convert(b, r, t)};
+}
+
+// logspace(start, end, steps, base): base to the power of linspace's exponents, in float64 from
+// start and end in the output type, as PyTorch's kernel.
+Values logspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a);
+  if (hlo::is_complex(t)) throw Unsupported("torchtpu: complex logspace is not lowered");
+  Dims shape = out_shape(a);
+  Values ends{convert(b, convert(b, v[0], t), ElementType::kF64),
+              convert(b, convert(b, v[1], t), ElementType::kF64)};
+  Value exponent =
+      linspace(b, ends, Attrs().set_type("type", ElementType::kF64).set("shape", shape))[0];
+  Value base = splat(b, v[2], ElementType::kF64, shape);
+  return {convert(b, binary(b, "stablehlo.power", base, exponent), t)};
 }
 
 // eye(n, m): ones on the diagonal.
@@ -159,6 +176,7 @@ Values eye(FunctionBuilder& b, const Values&, const Attrs& a) {
 
 void register_shape_rules(Registry& r) {
   r.add("linspace", linspace, {"linspace.out"});
+  r.add("logspace", logspace, {"logspace.out"});
   r.add("eye", eye, {"eye.out", "eye.m_out"});
   r.add("cat", cat, {"cat", "cat.out"});
   r.add("tril", triangle(true), {"tril", "tril.out", "tril_"});

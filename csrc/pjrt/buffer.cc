@@ -31,13 +31,15 @@ size_t Buffer::on_device_size() const {
   return args.on_device_size_in_bytes;
 }
 
-void Buffer::to_host(void* dst, size_t dst_size) const {
+void Buffer::to_host(void* dst, size_t dst_size) const { to_host_async(dst, dst_size)->await(); }
+
+std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t dst_size) const {
   TORCHTPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
   args.src = buffer_;
   args.dst = dst;
   args.dst_size = dst_size;
   TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_ToHostBuffer, &args);
-  Event(plugin_, args.event).await();
+  return std::make_unique<Event>(plugin_, args.event);
 }
 
 void Buffer::await_ready() const {

@@ -26,6 +26,9 @@ class Buffer {
 
   // Copies the whole buffer into `dst` (dense, row-major) and waits for the copy.
   void to_host(void* dst, size_t dst_size) const;
+  // The same without waiting: `dst` is written once the returned event is ready, and must stay
+  // alive until then.
+  std::unique_ptr<Event> to_host_async(void* dst, size_t dst_size) const;
   // Waits until the computation producing this buffer has finished (rethrowing its error).
   void await_ready() const;
   // Whether the buffer was deleted, as a donated input of an execution is.

@@ -99,18 +99,38 @@ Client::~Client() {
 std::unique_ptr<Buffer> Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                                  const std::vector<int64_t>& dims,
                                                  const Device& device) const {
+  // kImmutableOnlyDuringCall: the host data is already copied; only the event is ours to free.
+  return transfer_from_host(data, type, dims, device,
+                            PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, nullptr);
+}
+
+std::unique_ptr<Buffer> Client::buffer_from_host_async(const void* data, PJRT_Buffer_Type type,
+                                                       const std::vector<int64_t>& dims,
+                                                       const Device& device,
+                                                       std::unique_ptr<Event>* done) const {
+  return transfer_from_host(data, type, dims, device,
+                            PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, done);
+}
+
+std::unique_ptr<Buffer> Client::transfer_from_host(const void* data, PJRT_Buffer_Type type,
+                                                   const std::vector<int64_t>& dims,
+                                                   const Device& device, int semantics,
+                                                   std::unique_ptr<Event>* done) const {
   TORCHTPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args, args);
   args.client = client_;
   args.data = data;
   args.type = type;
   args.dims = dims.data();
   args.num_dims = dims.size();
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.host_buffer_semantics = static_cast<PJRT_HostBufferSemantics>(semantics);
   args.device = device.raw();
   TORCHTPU_PJRT_CALL(*plugin_, PJRT_Client_BufferFromHostBuffer, &args);
-  // kImmutableOnlyDuringCall: the host data is already copied; only the event is ours to free.
-  if (args.done_with_host_buffer != nullptr) Event done(plugin_, args.done_with_host_buffer);
-  return std::make_unique<Buffer>(plugin_, args.buffer);
+  auto buffer = std::make_unique<Buffer>(plugin_, args.buffer);
+  if (args.done_with_host_buffer != nullptr) {
+    auto event = std::make_unique<Event>(plugin_, args.done_with_host_buffer);
+    if (done != nullptr) *done = std::move(event);
+  }
+  return buffer;
 }
 
 std::unique_ptr<Executable> Client::compile(const std::string& mlir,

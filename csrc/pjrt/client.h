@@ -59,12 +59,23 @@ class Client {
   std::unique_ptr<Buffer> buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                            const std::vector<int64_t>& dims,
                                            const Device& device) const;
+  // The same, but the copy may still read `data` after this returns: `data` must stay alive and
+  // unchanged until `*done` is ready.
+  std::unique_ptr<Buffer> buffer_from_host_async(const void* data, PJRT_Buffer_Type type,
+                                                 const std::vector<int64_t>& dims,
+                                                 const Device& device,
+                                                 std::unique_ptr<Event>* done) const;
   // Compiles StableHLO (text or bytecode) with serialized xla.CompileOptionsProto bytes.
   std::unique_ptr<Executable> compile(const std::string& mlir,
                                       const std::string& compile_options) const;
   std::unique_ptr<Executable> deserialize(const std::string& serialized) const;
 
  private:
+  // `semantics` is a PJRT_HostBufferSemantics.
+  std::unique_ptr<Buffer> transfer_from_host(const void* data, PJRT_Buffer_Type type,
+                                             const std::vector<int64_t>& dims, const Device& device,
+                                             int semantics, std::unique_ptr<Event>* done) const;
+
   std::shared_ptr<const Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::string platform_name_;

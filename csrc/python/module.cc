@@ -1,4 +1,5 @@
 // torchtpu._C: the Python face of the runtime. The only file that includes torch/extension.h.
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -322,6 +323,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launches_in_flight", [](int device) {
     return without_gil([device] { return engine::Runtime::get().launches_in_flight(device); });
   });
+  // torch.Event.elapsed_time refuses a subclass (torch.tpu.Event) as its argument.
+  m.def("_event_elapsed_time", torch::wrap_pybind_function([](py::handle start, py::handle end) {
+          TORCH_CHECK(PyObject_TypeCheck(start.ptr(), &THPEventType) &&
+                          PyObject_TypeCheck(end.ptr(), &THPEventType),
+                      "expected other to be a torch.Event object");
+          return reinterpret_cast<THPEvent*>(start.ptr())
+              ->event.elapsedTime(reinterpret_cast<THPEvent*>(end.ptr())->event);
+        }));
   m.def("_metrics", &metrics);
   m.def("_prune_disk_cache", [](const std::string& directory, uint64_t max_bytes) {
     return engine::DiskCache(directory, max_bytes, "").prune();

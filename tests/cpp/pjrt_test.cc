@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "hlo/builder.h"
 #include "pjrt/client.h"
@@ -96,6 +98,31 @@ TEST(Buffer, RoundTripsHostData) {
   int64_t back2[4] = {};
   copy->to_host(back2, sizeof(back2));
   EXPECT_EQ(std::memcmp(data, back2, sizeof(data)), 0);
+}
+
+TEST(Buffer, AsyncTransfersSignalTheirEvents) {
+  auto client = cpu_client();
+  std::vector<float> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  std::unique_ptr<Event> read;
+  auto buffer = client->buffer_from_host_async(data.data(), PJRT_Buffer_Type_F32,
+                                               {static_cast<int64_t>(data.size())},
+                                               client->device(0), &read);
+  ASSERT_NE(read, nullptr);
+  read->await();
+  std::vector<float> back(data.size());
+  std::unique_ptr<Event> written = buffer->to_host_async(back.data(), back.size() * sizeof(float));
+  std::atomic<int> calls{0};
+  std::string error = "not called";
+  written->on_ready([&](const std::string& e) {
+    error = e;
+    ++calls;
+  });
+  written->await();
+  while (calls.load() == 0) std::this_thread::yield();  // the callback may follow the await
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(back, data);
 }
 
 TEST(Executable, CompilesAndRunsOnEveryDevice) {

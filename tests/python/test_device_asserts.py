@@ -41,10 +41,28 @@ CASES = {
     "cross_entropy": (lambda x, i: F.cross_entropy(x[:len(i)], i), [[0, 3], [0, -1], [0, 2]]),
     "cross_entropy_ignored": (lambda x, i: F.cross_entropy(x[:len(i)], i, ignore_index=5),
                               [[0, 5], [0, 6], [-100, 1]]),
-    # Not lowered yet (they run on the CPU, which checks): kept so that lowering them keeps the check.
     "index_add": (lambda x, i: x.clone().index_add_(0, i, torch.ones(len(i), 3, device=x.device)),
-                  [[4], [2]]),
+                  [[4], [-1], [2, 2]]),
+    "index_add_dim1": (lambda x, i: x.index_add(1, i, torch.ones(4, len(i), device=x.device)),
+                       [[3], [0, 2]]),
+    "index_copy": (lambda x, i: x.clone().index_copy_(0, i, torch.ones(len(i), 3, device=x.device)),
+                   [[4], [-1], [3]]),
+    "index_fill": (lambda x, i: x.index_fill(0, i, 2.0), [[4], [-5], [-4, 3]]),
+    "index_fill_dim1": (lambda x, i: x.clone().index_fill_(1, i, -1.0), [[3], [-3, 2]]),
+    "index_reduce": (lambda x, i: x.index_reduce(0, i, torch.ones(len(i), 3, device=x.device),
+                                                 "amax"), [[4], [-1], [0, 0]]),
+    "scatter_reduce": (lambda x, i: x.scatter_reduce(0, _rows(i), torch.ones_like(_rows(i),
+                                                     dtype=x.dtype), "prod"), [[4], [-1], [3]]),
     "take": (lambda x, i: x.take(i), [[12], [-13], [-12, 11]]),
+    "put": (lambda x, i: x.clone().put_(i, torch.ones(len(i), device=x.device)),
+            [[12], [-13], [-12, 11]]),
+    "put_accumulate": (lambda x, i: x.clone().put_(i, torch.ones(len(i), device=x.device), True),
+                       [[12], [5, 5]]),
+    "searchsorted_sorter": (lambda x, i: torch.searchsorted(x[0], x[1] - 2, sorter=i),
+                            [[0, 1, 3], [0, 1, -1], [0, 1, 2]]),
+    # Not an index: the count of true mask elements against the source's size.
+    "masked_scatter": (lambda x, i: x.masked_scatter(x > 9, torch.ones(len(i), device=x.device)),
+                       [[0], [0, 0], [0, 0, 0]]),
 }
 
 

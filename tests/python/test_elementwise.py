@@ -5,7 +5,6 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import sample
 
 OPS = {
@@ -191,3 +190,87 @@ def test_mixed_dtypes_promote_like_cpu():
     for da, db in itertools.product([torch.bool, torch.uint8, torch.int16, torch.float16],
                                     repeat=2):
         compare("add", sample((3,), da), sample((3,), db))
+
+
+NAN, INF = float("nan"), float("inf")
+EDGES = torch.tensor([0.0, -0.0, 1.5, -2.5, INF, -INF, NAN, 1e-30, -3e-30, 7.0])
+OTHERS = torch.tensor([1.0, -1.0, -0.0, 2.0, NAN, 3.0, 0.0, -INF, 0.0, 7.0])
+
+
+def same_bits_and_values(got, expected):
+    """Values equal (NaN where NaN) and, for floats, the sign bit too (-0.0 is not 0.0)."""
+    got = got.cpu()
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=1.3e-6, atol=1e-30)
+    if expected.is_floating_point():
+        numbers = ~expected.isnan()
+        assert torch.equal(got.signbit()[numbers], expected.signbit()[numbers])
+
+
+@pytest.mark.parametrize("name", ["copysign", "fmax", "fmin", "nextafter", "heaviside", "hypot",
+                                  "logaddexp", "logaddexp2", "xlogy", "special.xlog1py"])
+def test_nan_inf_and_signed_zero_binary_edges(name):
+    """Where these differ from maximum/minimum/log: fmax ignores NaN, copysign reads -0.0's
+    sign, nextafter steps off 0 and inf, xlogy(0, 0) = 0 but xlogy(0, NaN) = NaN."""
+    xlog1py = name == "special.xlog1py"
+    op = torch.special.xlog1py if xlog1py else getattr(torch, name)
+    y = OTHERS.clamp(min=-1) if xlog1py else OTHERS
+    same_bits_and_values(op(EDGES.to("tpu"), y.to("tpu")), op(EDGES, y))
+
+
+@pytest.mark.parametrize("name", ["signbit", "frexp", "angle", "sgn", "frac", "exp2", "sinc"])
+def test_nan_inf_and_signed_zero_unary_edges(name):
+    op = getattr(torch, name)
+    got, expected = op(EDGES.to("tpu")), op(EDGES)
+    for g, e in zip(got if name == "frexp" else [got], expected if name == "frexp" else [expected],
+                    strict=True):
+        assert g.dtype == e.dtype
+        same_bits_and_values(g, e)
+
+
+def test_frexp_of_subnormals_reads_the_bits():
+    """The CPU plugin treats subnormals as zero in arithmetic; frexp must not."""
+    x = torch.tensor([1e-40, -3e-39, 1e-45])
+    for got, expected in zip(torch.frexp(x.to("tpu")), torch.frexp(x), strict=True):
+        assert torch.equal(got.cpu(), expected)
+
+
+def test_nextafter_from_zero_and_infinity():
+    x, y = torch.tensor([0.0, 0.0, INF, -INF]), torch.tensor([1.0, -1.0, 0.0, 0.0])
+    assert torch.equal(torch.nextafter(x.to("tpu"), y.to("tpu")).cpu(), torch.nextafter(x, y))
+
+
+def test_rsub_alpha_and_integer_floor_divide():
+    a, b = torch.tensor([1, 2, -7]), torch.tensor([3, 4, 2])
+    assert torch.equal(torch.rsub(a.to("tpu"), b.to("tpu"), alpha=2).cpu(), torch.rsub(a, b, alpha=2))
+    assert torch.equal(torch.rsub(a.to("tpu"), 5).cpu(), torch.rsub(a, 5))
+    got = a.to("tpu")
+    got.floor_divide_(b.to("tpu"))
+    assert torch.equal(got.cpu(), torch.floor_divide(a, b))
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool"):
+        torch.rsub(torch.tensor([True], device="tpu"), torch.tensor([False], device="tpu"))
+
+
+@pytest.mark.parametrize("decimals", [3, -2])
+def test_round_decimals_halves_to_even_like_cpu(decimals):
+    x = torch.tensor([1.2345, 12345.678, 2.5, -0.125, 250.0, -1e30])
+    assert torch.equal(torch.round(x.to("tpu"), decimals=decimals).cpu(),
+                       torch.round(x, decimals=decimals))
+
+
+@pytest.mark.parametrize("name", ["chebyshev_polynomial_t", "chebyshev_polynomial_u",
+                                  "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+                                  "hermite_polynomial_h", "laguerre_polynomial_l",
+                                  "legendre_polynomial_p"])
+def test_polynomials_at_the_edges_of_their_domain(name):
+    """n < 0, x = +-1 (closed values), |x| > 1 and n above the closed-form threshold."""
+    x = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.5, -0.3, 1.25, 0.0, 0.9, -0.99])
+    n = torch.tensor([3.0, 4.0, 7.0, 9.0, -1.0, 12.0, 5.0, 6.0, 20.0, 11.0])
+    op = getattr(torch.special, name)
+    torch.testing.assert_close(op(x.to("tpu"), n.to("tpu")).cpu(), op(x, n), rtol=1e-5, atol=1e-5)
+
+
+def test_incomplete_gamma_domain_edges():
+    a = torch.tensor([0.0, 0.0, -1.0, INF, 2.0, 3.0, 1.0, 50.0])
+    x = torch.tensor([1.0, 0.0, 1.0, 2.0, 0.0, INF, -1.0, 45.0])
+    for op in (torch.igamma, torch.igammac):
+        torch.testing.assert_close(op(a.to("tpu"), x.to("tpu")).cpu(), op(a, x), equal_nan=True)

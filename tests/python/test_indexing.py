@@ -32,6 +32,11 @@ M5, M4, M3 = mask(5), mask(4), mask(3)
 M54, M43, M543 = mask(5, 4), mask(4, 3), mask(5, 4, 3)
 
 
+def scatter_reduce_case(reduce, include_self):
+    return lambda d: X.to(d).scatter_reduce(1, torch.tensor([[[0, 1, 0]], [[3, 3, 3]]]).to(d),
+                                            vals(2, 1, 3).to(d), reduce, include_self=include_self)
+
+
 def put(x, key, v):
     x[key] = v
     return x
@@ -283,6 +288,67 @@ OPS = {
     "embedding_empty": lambda d: torch.nn.functional.embedding(torch.zeros(0, dtype=torch.long)
                                                                .to(d), vals(4, 3).to(d)),
     "embedding_float": lambda d: torch.nn.functional.embedding(J.float().to(d), vals(4, 3).to(d)),
+    "index_add_duplicates": lambda d: X.to(d).index_add(0, torch.tensor([1, 1, 3, 1]).to(d),
+                                                        torch.ones(4, 4, 3).to(d), alpha=2),
+    "index_add_int": lambda d: X.long().to(d).index_add_(2, torch.tensor([2, 2]).to(d),
+                                                        vals(5, 4, 2, dtype=torch.long).to(d)),
+    "index_add_0d": lambda d: vals().to(d).index_add(0, torch.tensor([0, 0]).to(d),
+                                                     torch.ones(2).to(d)),
+    "index_add_noncontiguous": lambda d: X.to(d).transpose(0, 2).index_add(
+        1, torch.tensor([3, 0]).to(d), vals(4, 3, 2).to(d).transpose(0, 1)),
+    "index_add_negative_dim": lambda d: X.to(d).index_add(-1, torch.tensor([2, 0]).to(d),
+                                                          vals(5, 4, 2).to(d)),
+    "index_add_out": lambda d: torch.index_add(X.to(d), 0, torch.tensor([1]).to(d),
+                                               vals(1, 4, 3).to(d), out=torch.empty(5, 4, 3).to(d)),
+    "index_copy_inplace_dim2": lambda d: fresh(d).index_copy_(2, torch.tensor([2, 0]).to(d),
+                                                              vals(5, 4, 2).to(d)),
+    "index_copy_empty_index": lambda d: X.to(d).index_copy(1, E.to(d), vals(5, 0, 3).to(d)),
+    "index_fill_negative_index": lambda d: fresh(d).index_fill_(1, torch.tensor([-1, 0]).to(d), 3.0),
+    "index_fill_tensor_value": lambda d: X.to(d).index_fill(0, torch.tensor([4]).to(d),
+                                                            torch.tensor(-2.0).to(d)),
+    "index_fill_bool": lambda d: (X > 0).to(d).index_fill(1, torch.tensor([1]).to(d), True),
+    "index_reduce_prod": lambda d: X.to(d).index_reduce(0, torch.tensor([1, 1, 4]).to(d),
+                                                        vals(3, 4, 3).to(d), "prod"),
+    "index_reduce_mean_exclude_self": lambda d: X.to(d).index_reduce(
+        0, torch.tensor([1, 1, 4]).to(d), vals(3, 4, 3).to(d), "mean", include_self=False),
+    "index_reduce_amax_exclude_self": lambda d: X.to(d).index_reduce(
+        1, torch.tensor([0, 0]).to(d), vals(5, 2, 3).to(d), "amax", include_self=False),
+    "index_reduce_amin_int_mean": lambda d: X.long().to(d).index_reduce(
+        2, torch.tensor([0, 0, 1]).to(d), vals(5, 4, 3, dtype=torch.long).to(d), "mean"),
+    **{f"scatter_reduce_{r}_{s}": scatter_reduce_case(r, s)
+       for r in ["sum", "prod", "mean", "amax", "amin"] for s in [True, False]},
+    "scatter_reduce_int_mean": lambda d: X.long().to(d).scatter_reduce(
+        0, torch.zeros(2, 4, 3, dtype=torch.long).to(d), vals(2, 4, 3, dtype=torch.long).to(d),
+        "mean", include_self=False),
+    "scatter_reduce_nan_amax": lambda d: X.to(d).scatter_reduce(
+        0, torch.zeros(1, 4, 3, dtype=torch.long).to(d), torch.full((1, 4, 3), float("nan")).to(d),
+        "amax"),
+    "scatter_multiply": lambda d: fresh(d).scatter_(0, torch.tensor([[[0, 1, 0]]]).to(d),
+                                                    vals(1, 1, 3).to(d), reduce="multiply"),
+    "scatter_value_add": lambda d: fresh(d).scatter_(0, torch.tensor([[[0, 0, 0]]]).to(d), 2.0,
+                                                     reduce="add"),
+    "put_negative": lambda d: fresh(d).put_(torch.tensor([-1, -60]).to(d), vals(2).to(d)),
+    "put_accumulate_int": lambda d: X.long().to(d).put_(torch.tensor([[3, 3], [0, 3]]).to(d),
+                                                        torch.ones(2, 2, dtype=torch.long).to(d),
+                                                        accumulate=True),
+    "put_noncontiguous_self": lambda d: fresh(d).transpose(0, 2).put_(torch.tensor([1, 7]).to(d),
+                                                                      vals(2).to(d)),
+    "masked_scatter_inplace_broadcast_mask": lambda d: fresh(d).masked_scatter_(
+        M3.to(d), vals(60).to(d)),
+    "masked_scatter_int": lambda d: X.long().to(d).masked_scatter(M543.to(d),
+                                                                  vals(60, dtype=torch.long).to(d)),
+    "isin": lambda d: torch.isin(torch.tensor([[1, 2], [3, 9]]).to(d), torch.tensor([9, 2, 2]).to(d)),
+    "isin_invert": lambda d: torch.isin(torch.tensor([1, 2, 3]).to(d), torch.tensor([2]).to(d),
+                                        invert=True),
+    "isin_mixed_dtypes": lambda d: torch.isin(torch.tensor([1.0, 2.5]).to(d),
+                                              torch.tensor([1, 2]).to(d)),
+    "isin_tensor_scalar": lambda d: torch.isin(torch.tensor([0.1, 0.2]).to(d), 0.1),
+    "isin_scalar_tensor": lambda d: torch.isin(2, torch.tensor([1, 2]).to(d)),
+    "isin_scalar_float_int_tensor": lambda d: torch.isin(2.5, torch.tensor([1, 2]).to(d)),
+    "isin_empty_test": lambda d: torch.isin(torch.tensor([1, 2]).to(d),
+                                            torch.tensor([], dtype=torch.long).to(d)),
+    "isin_eos_tokens": lambda d: torch.isin(torch.tensor([[50256], [17]]).to(d),
+                                            torch.tensor([50256, 2]).to(d)),
 }
 
 # Empty results, followed by an op with a non-empty result: DeferAndFuse compiles the two into one
@@ -335,6 +401,7 @@ MESSAGE_DIFFERS = {
     "masked_fill_wrong_shape": "the broadcast check names the operands the other way round",
     "masked_select_wrong_shape": "the broadcast check names the operands the other way round",
     "embedding_float": "PyTorch names the tensor type by device (tpuFloatType)",
+    "masked_scatter_too_few": "checked on the device: the message names the op and the caller",
 }
 
 
@@ -414,3 +481,21 @@ def test_cpu_index_into_other_indexing_ops_is_a_device_mismatch(op, mode):
     with torchtpu.eager_mode(mode), pytest.raises(RuntimeError, match="Expected all tensors to be "
                                                                       "on the same device"):
         op(X.to("tpu")).cpu()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_index_copy_updates_a_static_kv_cache_slice_in_place(mode, fallback_error):
+    """Hugging Face's StaticCache writes each step's keys with cache[:, layer].index_copy_(2, pos,
+    k): a non-contiguous view of the cache, updated in place on the device."""
+    cpu_cache = vals(2, 3, 4, 6, 5)  # batch, layer, heads, positions, head dim
+    keys = vals(2, 4, 2, 5, seed=3)
+    position = torch.tensor([4, 1])
+    with torchtpu.eager_mode(mode):
+        cache = cpu_cache.to("tpu")
+        layer = cache[:, 1]
+        pointer = layer.data_ptr()
+        result = layer.index_copy_(2, position.to("tpu"), keys.to("tpu"))
+        assert result.data_ptr() == pointer and not layer.is_contiguous()
+        got = cache.cpu()
+    cpu_cache[:, 1].index_copy_(2, position, keys)
+    torch.testing.assert_close(got, cpu_cache, rtol=0, atol=0)

@@ -151,3 +151,69 @@ def test_tied_model_trains_like_cpu():
             opt.step()
     torch.testing.assert_close(models["tpu"].emb.weight.detach().cpu(),
                                models["cpu"].emb.weight.detach(), rtol=1e-4, atol=1e-5)
+
+
+EDGES = torch.tensor([-4.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 4.0, 25.0])
+
+
+@pytest.mark.parametrize("fn", [
+    F.hardtanh, F.relu6, F.hardswish, F.hardsigmoid, F.hardshrink, F.softshrink, F.elu, F.selu,
+    F.celu, F.softplus, F.mish, F.logsigmoid, lambda x: F.threshold(x, 0.5, -2.0),
+    lambda x: torch.logit(x, 0.25), lambda x: F.softplus(x, beta=2, threshold=3),
+], ids=["hardtanh", "relu6", "hardswish", "hardsigmoid", "hardshrink", "softshrink", "elu", "selu",
+        "celu", "softplus", "mish", "logsigmoid", "threshold", "logit_eps", "softplus_beta"])
+def test_activation_edges_nan_and_gradients(fn):
+    """At the kinks: the CPU's values and gradients; a NaN input gives NaN. (The CPU's gradient
+    at NaN depends on which of its loops ran, so it is not compared.)"""
+    cpu, dev = EDGES.clone().requires_grad_(), EDGES.to("tpu").requires_grad_()
+    expected, got = fn(cpu), fn(dev)
+    torch.testing.assert_close(got.cpu(), expected)
+    expected.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(dev.grad.cpu(), cpu.grad)
+    nan = torch.tensor([float("nan"), 0.5])
+    torch.testing.assert_close(fn(nan.to("tpu")).cpu(), fn(nan), equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: F.elu_(x, 0.5), lambda x: F.hardtanh_(x, -0.5, 0.25),
+    lambda x: F.threshold_(x, 0.0, 7.0),
+    lambda x: F.hardswish(x, inplace=True), lambda x: F.mish(x, inplace=True),
+], ids=["elu_", "hardtanh_", "threshold_", "hardswish_", "mish_"])
+def test_inplace_activation_on_a_non_contiguous_view(fn):
+    base = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    dev = base.to("tpu")
+    fn(base.t()[1:4])
+    fn(dev.t()[1:4])
+    torch.testing.assert_close(dev.cpu(), base)
+
+
+def _raises_at_sync(fn, error, message):
+    with pytest.raises(error, match=message):
+        fn().cpu()
+        torch.tpu.synchronize()
+
+
+def test_loss_target_and_input_range_errors_are_cpus():
+    """Checked on the device (no wait at the op), raised as the CPU raises them."""
+    x = torch.rand(2, 3).to("tpu")
+    _raises_at_sync(lambda: F.multi_margin_loss(x, torch.tensor([0, 3], device="tpu")),
+                    RuntimeError, "target out of range")
+    _raises_at_sync(lambda: F.multilabel_margin_loss(x, torch.tensor([[0, -1, 5], [1, 2, -1]],
+                                                                     device="tpu")),
+                    RuntimeError, "argument #2 'target' is out of range")
+    _raises_at_sync(lambda: F.binary_cross_entropy(x * 2, x), RuntimeError,
+                    "all elements of input should be between 0 and 1")
+    _raises_at_sync(lambda: F.binary_cross_entropy(x, x - 1), RuntimeError,
+                    "all elements of target should be between 0 and 1")
+    scores = torch.randn(2, 3, 2, 2).to("tpu")
+    _raises_at_sync(lambda: F.nll_loss(scores, torch.full((2, 2, 2), 3, device="tpu")),
+                    IndexError, "Target 3 is out of bounds")
+
+
+def test_spatial_nll_loss_weights_and_ignore_index():
+    scores, target = torch.randn(2, 3, 4, 5), torch.randint(0, 3, (2, 4, 5))
+    weight = torch.tensor([0.5, 2.0, 1.0])
+    for reduction in ["none", "mean", "sum"]:
+        check(lambda x, t, r=reduction: F.nll_loss(x, t, weight=weight.to(x.device),
+                                                    ignore_index=1, reduction=r), scores, target)

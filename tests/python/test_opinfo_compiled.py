@@ -20,14 +20,19 @@ import torchtpu
 pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 
 # By OpInfo key (name.variant).
-OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "clamp", "cumsum",
-       "div.no_rounding_mode", "div.floor_rounding", "eq",
-       "exp", "flip", "gather", "index_select", "log", "log_softmax", "logsumexp",
-       "masked_fill", "matmul", "maximum", "mean", "mm", "mul", "nn.functional.avg_pool2d",
-       "nn.functional.conv2d", "nn.functional.cross_entropy", "nn.functional.embedding",
-       "nn.functional.gelu", "nn.functional.layer_norm", "nn.functional.max_pool2d",
-       "nn.functional.mse_loss", "nn.functional.pad.constant", "nn.functional.relu",
-       "nn.functional.silu", "permute", "pow", "reshape", "roll", "scatter_add", "sigmoid",
+OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "cdist", "clamp", "cumprod",
+       "cumsum", "div.floor_rounding", "div.no_rounding_mode", "eq", "exp", "flip", "gather",
+       "index_add", "index_copy", "index_select", "isin", "kthvalue", "log", "log_softmax",
+       "logsumexp", "masked_fill", "matmul", "maximum", "mean", "mm", "mul", "nan_to_num",
+       "nn.functional.adaptive_avg_pool2d", "nn.functional.avg_pool2d",
+       "nn.functional.binary_cross_entropy", "nn.functional.conv2d", "nn.functional.cross_entropy",
+       "nn.functional.elu", "nn.functional.embedding", "nn.functional.embedding_bag",
+       "nn.functional.gelu", "nn.functional.glu", "nn.functional.grid_sample",
+       "nn.functional.hardswish", "nn.functional.interpolate.bilinear",
+       "nn.functional.interpolate.nearest", "nn.functional.layer_norm", "nn.functional.max_pool2d",
+       "nn.functional.mse_loss", "nn.functional.pad.constant", "nn.functional.pad.reflect",
+       "nn.functional.relu", "nn.functional.silu", "nn.functional.smooth_l1_loss", "permute",
+       "pow", "reshape", "roll", "scatter_add", "scatter_reduce.amax", "searchsorted", "sigmoid",
        "sin", "softmax", "sort", "split", "stack", "std", "sub", "sum", "tanh", "topk",
        "transpose", "tril", "var", "where",
        # Linear algebra and FFTs (factorizations lowered as while loops and XLA expanders).

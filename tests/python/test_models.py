@@ -1,0 +1,203 @@
+"""Models people run, small and with random weights (no downloads): a ResNet-18-style and a
+MobileNetV3-style CNN defined here, and Hugging Face transformers' GPT-2, Llama, BERT and T5 built
+from configs. Forward, one AdamW step and (for the language models) greedy generate() match the
+CPU in each eager mode and compiled, with every op on the device (TORCHTPU_CPU_FALLBACK=error)."""
+
+import copy
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import torchtpu
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+
+MODES = ["strict", "debug", "defer_and_fuse", "compile"]
+VOCAB = 64
+
+
+class BasicBlock(nn.Module):
+    """ResNet's block: two 3x3 convolutions with batch norm, a projection when the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                      nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet(nn.Module):
+    """ResNet-18's layout (stem, max pool, 4 stages of 2 blocks, global average pool), narrow."""
+
+    def __init__(self, width=8, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        blocks, cin = [], width
+        for n, cout in enumerate([width, 2 * width, 4 * width, 8 * width]):
+            blocks += [BasicBlock(cin, cout, 1 if n == 0 else 2), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.head = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1)
+        return self.head(torch.flatten(x, 1))
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.reduce, self.expand = nn.Conv2d(c, c // 4, 1), nn.Conv2d(c // 4, c, 1)
+
+    def forward(self, x):
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * nn.functional.hardsigmoid(self.expand(torch.relu(self.reduce(s))))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV3's block: expand 1x1, depthwise kxk, squeeze-excite, project 1x1."""
+
+    def __init__(self, cin, hidden, cout, kernel, stride, se):
+        super().__init__()
+        layers = [nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.Hardswish(),
+                  nn.Conv2d(hidden, hidden, kernel, stride, kernel // 2, groups=hidden,
+                            bias=False), nn.BatchNorm2d(hidden), nn.Hardswish()]
+        if se:
+            layers.append(SqueezeExcite(hidden))
+        layers += [nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV3(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.Hardswish())
+        self.blocks = nn.Sequential(InvertedResidual(8, 16, 8, 3, 1, True),
+                                    InvertedResidual(8, 24, 12, 5, 2, False),
+                                    InvertedResidual(12, 36, 12, 3, 1, True))
+        self.head = nn.Sequential(nn.Linear(12, 32), nn.Hardswish(), nn.Dropout(0.0),
+                                  nn.Linear(32, classes))
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1)
+        return self.head(torch.flatten(x, 1))
+
+
+def _hf(name):
+    t = transformers
+    if name == "gpt2":
+        return t.GPT2LMHeadModel(t.GPT2Config(
+            n_layer=2, n_head=2, n_embd=32, vocab_size=VOCAB, n_positions=32, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=1, pad_token_id=1))
+    if name == "llama":
+        return t.LlamaForCausalLM(t.LlamaConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=32, bos_token_id=0,
+            eos_token_id=1, pad_token_id=1))
+    if name == "bert":
+        return t.BertForMaskedLM(t.BertConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
+            vocab_size=VOCAB, max_position_embeddings=32, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
+    return t.T5ForConditionalGeneration(t.T5Config(
+        num_layers=2, num_heads=2, d_model=32, d_kv=16, d_ff=64, vocab_size=VOCAB,
+        dropout_rate=0.0, decoder_start_token_id=0, eos_token_id=1, pad_token_id=1))
+
+
+def _inputs(name):
+    """(model inputs, a loss of the model's output); the same random values on every call."""
+    g = torch.Generator().manual_seed(1)
+    if name in ("resnet", "mobilenet"):
+        images, labels = torch.randn(2, 3, 32, 32, generator=g), torch.tensor([3, 7])
+        return (images,), {}, lambda out, dev: nn.functional.cross_entropy(out, labels.to(dev))
+    ids = torch.randint(2, VOCAB, (2, 8), generator=g)
+    kwargs = {"labels": ids}
+    if name == "t5":
+        kwargs["decoder_input_ids"] = ids[:, :5].contiguous()
+        kwargs["labels"] = ids[:, 1:6].contiguous()
+    return (ids,), kwargs, lambda out, dev: out.loss
+
+
+def _model(name):
+    torch.manual_seed(0)
+    model = {"resnet": ResNet, "mobilenet": MobileNetV3}.get(name, lambda: _hf(name))()
+    return model.train()
+
+
+def _moved(value, device):
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _step(name, model, device, compile):
+    """Forward and one AdamW step on `device`: (output, loss, parameters after the step)."""
+    args, kwargs, loss_of = _inputs(name)
+    args = [_moved(a, device) for a in args]
+    kwargs = {k: _moved(v, device) for k, v in kwargs.items()}
+    forward = torch.compile(model, backend="tpu", dynamic=False) if compile else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    out = forward(*args, **kwargs)
+    loss = loss_of(out, device)
+    loss.backward()
+    optimizer.step()
+    logits = out if isinstance(out, torch.Tensor) else out.logits
+    return logits.detach().cpu(), loss.detach().cpu(), [p.detach().cpu() for p in
+                                                         model.parameters()]
+
+
+def _in_mode(mode):
+    return torchtpu.eager_mode("strict" if mode == "compile" else mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["resnet", "mobilenet", "gpt2", "llama", "bert", "t5"])
+def test_forward_and_adamw_step_match_cpu(name, mode, fallback_error):
+    cpu_model = _model(name)
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    cpu_logits, cpu_loss, cpu_params = _step(name, cpu_model, "cpu", compile=False)
+    with _in_mode(mode):
+        logits, loss, params = _step(name, tpu_model, "tpu", compile=mode == "compile")
+    torch.testing.assert_close(logits, cpu_logits, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(loss, cpu_loss, rtol=1e-4, atol=1e-4)
+    # AdamW's first step moves each weight by about lr * sign(grad): a gradient that is zero up
+    # to rounding may take either sign, so a few weights may differ by up to 2 * lr.
+    moved = [(p - c).abs() for p, c in zip(params, cpu_params, strict=True)]
+    far = sum(int((d > 1e-5).sum()) for d in moved)
+    total = sum(d.numel() for d in moved)
+    assert far <= total // 1000 + 2, f"{far} of {total} weights differ after the AdamW step"
+    assert max(float(d.max()) for d in moved) <= 2.1e-3
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
+def test_greedy_generate_matches_cpu(name, mode, fallback_error):
+    model = _model(name).eval()
+    ids = torch.randint(2, VOCAB, (2, 6), generator=torch.Generator().manual_seed(2))
+    options = {"max_new_tokens": 4, "do_sample": False, "attention_mask": torch.ones_like(ids)}
+    expected = model.generate(ids, **options)
+    model.to("tpu")
+    if mode == "compile":
+        model.forward = torch.compile(model.forward, backend="tpu", dynamic=False)
+    options["attention_mask"] = options["attention_mask"].to("tpu")
+    with _in_mode(mode):
+        got = model.generate(ids.to("tpu"), **options)
+    assert got.device.type == "tpu"
+    assert torch.equal(got.cpu(), expected)

@@ -1,0 +1,214 @@
+"""Spatial ops lowered to the device (adaptive pooling, upsampling, reflection/replication
+padding, grid_sample, embedding_bag, im2col/col2im, max_unpool): what the OpInfo suite does not
+check. Each case runs on the CPU and on "tpu" with the same inputs and must match, forward and
+backward, without any CPU fallback: NaNs stay local, channels_last and non-contiguous inputs,
+empty batches, scales that differ from the size ratio, every grid_sample mode, and PyTorch's
+errors (reflection pad too large, out-of-range indices through the device-side checks)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+
+MODES = ["strict", "debug", "defer_and_fuse"]
+
+
+def _fallbacks():
+    return dict(torchtpu.metrics()["cpu_fallbacks"])
+
+
+def _check(fn, *inputs, grad=True, atol=1e-5, rtol=1.3e-6):
+    """fn on CPU copies and on tpu copies of `inputs` gives the same values (and gradients of
+    the floating inputs), with no op falling back to the CPU."""
+    cpu = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    dev = [x.detach().to("tpu").requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    before = _fallbacks()
+    expected, got = fn(*cpu), fn(*dev)
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True, atol=atol, rtol=rtol)
+    if grad:
+        weight = torch.linspace(-1, 1, expected.numel()).reshape(expected.shape)
+        (expected * weight).sum().backward()
+        (got * weight.to("tpu")).sum().backward()
+        for c, d in zip(cpu, dev, strict=True):
+            if c.requires_grad:
+                torch.testing.assert_close(d.grad.cpu(), c.grad, atol=atol, rtol=rtol)
+    after = _fallbacks()
+    fell_back = sorted(op for op, n in after.items() if n > before.get(op, 0))
+    assert not fell_back, f"ran on the CPU: {fell_back}"
+
+
+@pytest.mark.parametrize(
+    "mode, kind",
+    [("strict", k) for k in ["bilinear", "bicubic", "nearest", "nearest-exact"]]
+    + [(m, "bilinear") for m in ["debug", "defer_and_fuse"]],
+)
+def test_interpolate_channels_last_and_fractional_scales(mode, kind):
+    x = torch.randn(2, 3, 5, 7).to(memory_format=torch.channels_last)
+    corners = {} if kind.startswith("nearest") else {"align_corners": False}
+    with torchtpu.eager_mode(mode):
+        _check(lambda t: F.interpolate(t, scale_factor=1.7, mode=kind,
+                                       recompute_scale_factor=False, **corners), x)
+        _check(lambda t: F.interpolate(t, size=(3, 11), mode=kind, **corners), x)
+        if corners:
+            _check(lambda t: F.interpolate(t, size=(9, 4), mode=kind, align_corners=True), x)
+
+
+def test_interpolate_trilinear_and_linear_non_contiguous():
+    x = torch.randn(2, 4, 6, 5, 3).transpose(2, 4)
+    _check(lambda t: F.interpolate(t, scale_factor=(0.6, 2.0, 1.5), mode="trilinear"), x)
+    y = torch.randn(3, 8, 2).transpose(1, 2)
+    _check(lambda t: F.interpolate(t, size=13, mode="linear", align_corners=True), y)
+
+
+def test_a_nan_reaches_only_the_outputs_that_read_it():
+    x = torch.randn(1, 1, 6, 6)
+    x[0, 0, 2, 3] = float("nan")
+    for kind in ["bilinear", "bicubic"]:
+        _check(lambda t, kind=kind: F.interpolate(t, size=(9, 9), mode=kind), x, grad=False)
+    _check(lambda t: F.adaptive_avg_pool2d(t, (4, 3)), x, grad=False)
+    _check(lambda t: F.adaptive_max_pool2d(t, (4, 3), return_indices=True)[1].float(), x,
+           grad=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_adaptive_pooling_windows_overlap_and_ties_pick_the_first(mode):
+    x = torch.randn(2, 3, 7, 10).to(memory_format=torch.channels_last)
+    ties = torch.tensor([[1.0, 3.0, 3.0, 0.0, 3.0], [3.0, 2.0, 3.0, 3.0, 1.0]]).reshape(1, 1, 2, 5)
+    with torchtpu.eager_mode(mode):
+        _check(lambda t: F.adaptive_avg_pool2d(t, (3, 4)), x)
+        _check(lambda t: F.adaptive_max_pool2d(t, (3, 4)), x)
+        _check(lambda t: F.adaptive_max_pool2d(t, (1, 2), return_indices=True)[1].float(), ties,
+               grad=False)
+        _check(lambda t: F.adaptive_avg_pool3d(t, (2, 3, 2)), torch.randn(1, 2, 3, 5, 4))
+        _check(lambda t: F.adaptive_max_pool3d(t, (2, 3, 2)), torch.randn(1, 2, 3, 5, 4))
+
+
+def test_empty_batches():
+    x = torch.randn(0, 3, 6, 6)
+    _check(lambda t: F.adaptive_avg_pool2d(t, 2), x)
+    _check(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"), x)
+    _check(lambda t: F.pad(t, (1, 2, 2, 1), mode="reflect"), x)
+    _check(lambda t, g: F.grid_sample(t, g, align_corners=False), x, torch.zeros(0, 2, 2, 2))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reflection_and_replication_padding(mode):
+    x = torch.randn(2, 3, 5, 6).transpose(2, 3)
+    with torchtpu.eager_mode(mode):
+        for kind in ["reflect", "replicate"]:
+            _check(lambda t, kind=kind: F.pad(t, (4, 1, 2, 3), mode=kind), x)
+            _check(lambda t, kind=kind: F.pad(t, (2, 0), mode=kind), x[:, :, 0])
+            _check(lambda t, kind=kind: F.pad(t, (1, 2, 0, 1, 2, 1), mode=kind), x[None])
+        _check(lambda t: F.pad(t, (-1, 2, 3, -2), mode="replicate"), x)
+
+
+def test_a_reflection_pad_larger_than_the_input_raises_pytorchs_error():
+    x = torch.randn(1, 2, 3)
+    with pytest.raises(RuntimeError, match="Padding size should be less than") as cpu:
+        F.pad(x, (3, 0), mode="reflect")
+    with pytest.raises(RuntimeError) as dev:
+        F.pad(x.to("tpu"), (3, 0), mode="reflect")
+    assert str(dev.value) == str(cpu.value)
+
+
+def _grid_sample(interp, padding, align):
+    def fn(t, g):
+        return F.grid_sample(t, g, mode=interp, padding_mode=padding, align_corners=align)
+
+    return fn
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_every_padding_mode(padding):
+    x = torch.randn(2, 3, 5, 4)
+    grid = torch.rand(2, 6, 7, 2) * 2.6 - 1.3  # points outside [-1, 1] too
+    x3 = torch.randn(1, 2, 3, 4, 5)
+    grid3 = torch.rand(1, 2, 3, 4, 3) * 2.6 - 1.3
+    for align in [False, True]:
+        for interp in ["bilinear", "nearest"]:
+            _check(_grid_sample(interp, padding, align), x, grid, atol=1e-4, rtol=1e-4)
+            _check(_grid_sample(interp, padding, align), x3, grid3, atol=1e-4, rtol=1e-4)
+        _check(_grid_sample("bicubic", padding, align), x, grid, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["debug", "defer_and_fuse"])
+def test_grid_sample_in_the_other_eager_modes(mode):
+    x, grid = torch.randn(2, 3, 5, 4), torch.rand(2, 6, 7, 2) * 2.6 - 1.3
+    with torchtpu.eager_mode(mode):
+        _check(_grid_sample("bilinear", "reflection", False), x, grid, atol=1e-4, rtol=1e-4)
+        _check(_grid_sample("bicubic", "border", True), x, grid, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bag_mode", ["sum", "mean", "max"])
+def test_embedding_bag_modes(mode, bag_mode):
+    weight = torch.randn(10, 3)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 4])
+    offsets = torch.tensor([0, 4, 4, 7])  # bag 1 is empty
+    with torchtpu.eager_mode(mode):
+        _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=bag_mode), weight, indices, offsets)
+        _check(lambda w, i, o: F.embedding_bag(i, w, o, mode=bag_mode, padding_idx=4,
+                                               include_last_offset=True),
+               weight, indices, offsets)
+        _check(lambda w, i: F.embedding_bag(i, w, mode=bag_mode), weight, indices.reshape(2, 5))
+        if bag_mode == "sum":
+            psw = torch.randn(10)
+            _check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+                   weight, indices, offsets, psw)
+
+
+def _raises_like_cpu(fn, *inputs, match):
+    with pytest.raises(RuntimeError, match=match):
+        fn(*inputs)
+    with pytest.raises(RuntimeError, match=match):
+        fn(*(t.to("tpu") for t in inputs)).cpu()
+    torch.arange(3, device="tpu").cpu()  # reported once: the next read is clean
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_out_of_range_indices_raise_through_the_device_checks(mode):
+    weight = torch.randn(5, 3)
+    with torchtpu.eager_mode(mode):
+        for bad in [7, -1]:
+            _raises_like_cpu(lambda w, i, o: F.embedding_bag(i, w, o), weight,
+                             torch.tensor([1, bad]), torch.tensor([0]),
+                             match=f"takes value {bad} which is not in the valid range \\[0, 5\\)")
+        _raises_like_cpu(lambda x, i: F.max_unpool2d(x, i, 2), torch.randn(1, 1, 2, 2),
+                         torch.tensor([[[[0, 1], [2, 19]]]]),
+                         match="Found an invalid max index: 19 \\(output volumes are of size 4x4")
+
+
+def test_max_unpool_and_fold_unfold():
+    x = torch.randn(2, 3, 8, 6)
+    _, idx = F.max_pool2d(x, 2, return_indices=True)
+    _check(lambda t, i: F.max_unpool2d(t, i, 2), F.max_pool2d(x, 2), idx)
+    _check(lambda t: F.unfold(t, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1)), x)
+    cols = torch.randn(2, 12, 9)
+    _check(lambda t: F.fold(t, (5, 6), (2, 2), padding=(1, 0), stride=(2, 2)), cols)
+    _check(lambda t: t.unfold(1, 3, 2), torch.randn(4, 9, 2))
+
+
+def test_float64_weights_and_integer_nearest():
+    """float64 computes its taps in double, as the CPU does; nearest copies integers exactly."""
+    x = torch.randn(2, 3, 5, 7, dtype=torch.float64)
+    _check(lambda t: F.interpolate(t, scale_factor=1.3, mode="bilinear"), x,
+           atol=1e-12, rtol=1e-12)
+    _check(lambda t: F.interpolate(t, size=(4, 3), mode="bicubic", antialias=True), x,
+           atol=1e-12, rtol=1e-12)
+    u = torch.randint(0, 255, (1, 3, 4, 5), dtype=torch.uint8)
+    _check(lambda t: F.interpolate(t, scale_factor=2.5, mode="nearest"), u, grad=False)
+
+
+@pytest.mark.filterwarnings("ignore:torchtpu.*runs on the CPU")
+def test_embedding_bag_scale_grad_by_freq_gives_cpus_gradient():
+    """CPU's scale_grad_by_freq for bags is not a plain 1/frequency: that gradient runs there."""
+    weight = torch.randn(10, 3)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 4])
+    grads = []
+    for device in ["cpu", "tpu"]:
+        w = weight.detach().to(device).requires_grad_()
+        F.embedding_bag(indices.to(device), w, torch.tensor([0, 4, 4, 7]).to(device),
+                        scale_grad_by_freq=True).sum().backward()
+        grads.append(w.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
