@@ -164,8 +164,7 @@ LU lu_factor(FunctionBuilder& b, const Value& x, bool pivot) {
   Value info = full(b, ElementType::kS32, batch, 0);
   if (k == 0) return {x, pivots, info};
   std::vector<Value> out = while_loop(
-      b,
-      {constant(b, ElementType::kS64, 0), x, pivots, info},
+      b, {constant(b, ElementType::kS64, 0), x, pivots, info},
       [k](FunctionBuilder& c, const std::vector<Value>& s) {
         return std::vector<Value>{loop_below(c, s[0], k)};
       },
@@ -184,8 +183,7 @@ Value permutation(FunctionBuilder& b, const Value& pivots, int64_t m) {
   Value zero_based = binary(b, "stablehlo.subtract", convert(b, pivots, ElementType::kS64),
                             s64(b, kd, 1));
   std::vector<Value> out = while_loop(
-      b,
-      {constant(b, ElementType::kS64, 0), perm},
+      b, {constant(b, ElementType::kS64, 0), perm},
       [k](FunctionBuilder& c, const std::vector<Value>& s) {
         return std::vector<Value>{loop_below(c, s[0], k)};
       },
