@@ -1,4 +1,4 @@
-// Matrix products on stablehlo.dot_general. float16 and bfloat16 accumulate in float32, as
+// Matrix products on stablehlo.dot_general, and the cross product. float16 and bfloat16 accumulate in float32, as
 // PyTorch's CPU kernels do.
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -72,6 +72,25 @@ LoweringRule add_product(int64_t batch) {
   };
 }
 
+// linalg_cross(self, other, dim): the 3-vectors along `dim`, operands broadcast.
+Values cross(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Dims dims = out_shape(a);
+  ElementType t = out_type(a);
+  int64_t d = normalize_dim(a.i("dim"), static_cast<int64_t>(dims.size()));
+  Value x = promote(b, v[0], t, dims), y = promote(b, v[1], t, dims);
+  auto part = [&](const Value& z, int64_t i) {
+    Dims start(dims.size(), 0), limit = dims;
+    start[d] = i;
+    limit[d] = i + 1;
+    return slice(b, z, start, limit);
+  };
+  auto term = [&](int64_t i, int64_t j) {
+    return binary(b, "stablehlo.subtract", binary(b, "stablehlo.multiply", part(x, i), part(y, j)),
+                  binary(b, "stablehlo.multiply", part(x, j), part(y, i)));
+  };
+  return {concatenate(b, {term(1, 2), term(2, 0), term(0, 1)}, d)};
+}
+
 // addbmm(self, batch1, batch2, beta, alpha): the batch's products summed, then added to self.
 Values addbmm(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value products = dot(b, v[1], v[2], 1, out_type(a));
@@ -101,6 +120,7 @@ void register_linalg_rules(Registry& r) {
   r.add("addmm", add_product(0), {"addmm", "addmm.out", "addmm_"});
   r.add("baddbmm", add_product(1), {"baddbmm", "baddbmm.out", "baddbmm_"});
   r.add("addmv", add_product(0), {"addmv", "addmv.out", "addmv_"});
+  r.add("linalg_cross", cross, {"linalg_cross", "linalg_cross.out"});
   r.add("addbmm", addbmm, {"addbmm", "addbmm.out", "addbmm_"});
   r.add("vdot", vdot, {"vdot", "vdot.out"});
 }

@@ -24,6 +24,9 @@ const Table& built_table() {
     register_special_rules(r);
     register_reduction_rules(r);
     register_linalg_rules(r);
+    register_factorization_rules(r);
+    register_fft_rules(r);
+    register_decomposition_rules(r);
     register_nn_rules(r);
     register_indexing_rules(r);
     register_shape_rules(r);

@@ -1,0 +1,169 @@
+// QR, symmetric eigendecomposition and SVD through the decompositions XLA's compiler expands
+// itself: the custom calls "Qr" (Householder QR in LAPACK's geqrf form),
+// "ProductOfElementaryHouseholderReflectors" (orgqr) and "Eigh" (Jacobi). The SVD is the
+// eigendecomposition of [[0, A], [A^T, 0]], whose eigenvalues are the +-singular values: its
+// error is eps * |A|, not the eps * |A|^2 / s of A^T A. Complex inputs run on the CPU.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "lowering/matrix.h"
+#include "lowering/registry.h"
+
+namespace torchtpu::lowering {
+namespace {
+
+bool empty(const Dims& dims) {
+  return std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d == 0; });
+}
+
+// The leading [rows, cols] block of each matrix, zero-padded where x is smaller.
+Value block(FunctionBuilder& b, const Value& x, int64_t rows, int64_t cols) {
+  int64_t r = static_cast<int64_t>(x.shape.rank());
+  Dims high(r, 0);
+  high[r - 2] = std::max<int64_t>(rows - dim(x, 2), 0);
+  high[r - 1] = std::max<int64_t>(cols - dim(x, 1), 0);
+  Value padded = pad_high(b, x, high);
+  return slice(b, padded, Dims(r, 0), with(batch_dims(x), {rows, cols}));
+}
+
+struct Geqrf {
+  Value a, taus;
+};
+
+Geqrf geqrf(FunctionBuilder& b, const Value& x) {
+  real_only(x);
+  int64_t k = std::min(dim(x, 1), dim(x, 2));
+  Shape taus{x.shape.type, with(batch_dims(x), {k})};
+  if (empty(x.shape.dims)) return {x, full(b, x.shape.type, taus.dims, 0)};
+  std::vector<Value> r = b.ops("stablehlo.custom_call", {x}, {x.shape, taus},
+                               "call_target_name = \"Qr\"");
+  return {r[0], r[1]};
+}
+
+// orgqr: the product of the reflectors stored below the diagonal of `a` ([..., m, n], n <= m).
+Value householder_product(FunctionBuilder& b, const Value& a, const Value& taus) {
+  real_only(a);
+  if (empty(a.shape.dims)) return a;
+  if (dim(taus, 1) == 0) {
+    return block(b, identity(b, a.shape.type, batch_dims(a), dim(a, 2)), dim(a, 2), dim(a, 1));
+  }
+  return b.op("stablehlo.custom_call", {a, convert(b, taus, a.shape.type)}, a.shape,
+              "call_target_name = \"ProductOfElementaryHouseholderReflectors\"");
+}
+
+Values geqrf_rule(FunctionBuilder& b, const Values& v, const Attrs&) {
+  Geqrf g = geqrf(b, v[0]);
+  return {g.a, g.taus};
+}
+
+Values householder_rule(FunctionBuilder& b, const Values& v, const Attrs&) {
+  return {householder_product(b, v[0], v[1])};
+}
+
+// linalg_qr(A, mode): "reduced", "complete" or "r" (Q empty).
+Values qr(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  const Value& x = v[0];
+  int64_t m = dim(x, 2), n = dim(x, 1), k = std::min(m, n);
+  std::string mode = a.s("mode");
+  Geqrf g = geqrf(b, x);
+  int64_t q_cols = mode == "complete" ? m : k;
+  Value r = triangle(b, block(b, g.a, mode == "complete" ? m : k, n), true);
+  if (mode == "r") return {full(b, out_type(a), out_shape(a), 0), r};
+  return {householder_product(b, block(b, g.a, m, q_cols), g.taus), r};
+}
+
+// ormqr(input, tau, other, left, transpose): op(Q) C or C op(Q) with Q from input's reflectors.
+Values ormqr(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  const Value &c = v[2];
+  bool left = a.i("left");
+  int64_t size = left ? dim(c, 2) : dim(c, 1);
+  Value q = householder_product(b, block(b, v[0], size, size), v[1]);
+  if (a.i("transpose")) q = matrix_transpose(b, q);
+  return {left ? batched_matmul(b, q, c) : batched_matmul(b, c, q)};
+}
+
+// XLA's Jacobi eigh: (eigenvectors, eigenvalues ascending) of the `lower` triangle.
+std::vector<Value> eigh(FunctionBuilder& b, const Value& x, bool lower) {
+  real_only(x);
+  ElementType t = x.shape.type;
+  Shape w{t, with(batch_dims(x), {dim(x, 1)})};
+  if (empty(x.shape.dims)) return {x, full(b, t, w.dims, 0)};
+  // "lower,sort,max_iter,tol": sweeps until the off-diagonal norm is below tol.
+  std::string config = std::string(lower ? "1" : "0") + ",1,100," +
+                       (t == ElementType::kF64 ? "1e-15" : "1e-7");
+  return b.ops("stablehlo.custom_call", {x}, {x.shape, w},
+               "call_target_name = \"Eigh\", backend_config = \"" + config + "\"");
+}
+
+// _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues, eigenvectors).
+Values eigh_rule(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  std::vector<Value> r = eigh(b, v[0], a.s("UPLO") == "L");
+  Value vectors = a.i("compute_v") ? r[0] : full(b, out_type(a, 1), out_shape(a, 1), 0);
+  return {r[1], vectors};
+}
+
+// _linalg_svd(A, full_matrices, compute_uv, driver) -> (U, S, Vh).
+Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  const Value& x = v[0];
+  real_only(x);
+  int64_t m = dim(x, 2), n = dim(x, 1), k = std::min(m, n), r = x.shape.rank();
+  bool uv = a.i("compute_uv");
+  if (uv && a.i("full_matrices") && m != n) {
+    throw Unsupported("full_matrices of a non-square matrix is not lowered");
+  }
+  ElementType t = x.shape.type;
+  Dims batch = batch_dims(x);
+  if (k == 0) {
+    return {full(b, out_type(a, 0), out_shape(a, 0), 0), full(b, t, with(batch, {0}), 0),
+            full(b, out_type(a, 2), out_shape(a, 2), 0)};
+  }
+  // [[0, A], [A^T, 0]]: A at the top right, A^T at the bottom left.
+  Dims zero(r, 0);
+  Value top = concatenate(b, {full(b, t, with(batch, {m, m}), 0), x}, r - 1);
+  Value bottom = concatenate(b, {matrix_transpose(b, x), full(b, t, with(batch, {n, n}), 0)},
+                             r - 1);
+  std::vector<Value> e = eigh(b, concatenate(b, {top, bottom}, r - 2), true);
+  // The largest k eigenvalues, descending.
+  int64_t size = m + n;
+  Value w = slice(b, e[1], Dims(r - 1, 0), with(batch, {size}));
+  Dims start(r - 1, 0);
+  start.back() = size - k;
+  Value s = b.op("stablehlo.reverse", {slice(b, w, start, with(batch, {size}))},
+                 Shape{t, with(batch, {k})},
+                 "dimensions = " + FunctionBuilder::i64_array({r - 2}));
+  // Negative zeros and rounding below zero: singular values are >= 0.
+  s = maximum(b, s, full(b, t, s.shape.dims, 0));
+  if (!uv) {
+    return {full(b, out_type(a, 0), out_shape(a, 0), 0), s,
+            full(b, out_type(a, 2), out_shape(a, 2), 0)};
+  }
+  Dims col_start(r, 0);
+  col_start[r - 1] = size - k;
+  Value top_vectors = b.op("stablehlo.reverse",
+                           {slice(b, e[0], col_start, with(batch, {size, size}))},
+                           Shape{t, with(batch, {size, k})},
+                           "dimensions = " + FunctionBuilder::i64_array({r - 1}));
+  Value root2 = full(b, t, top_vectors.shape.dims, std::sqrt(2.0));
+  top_vectors = binary(b, "stablehlo.multiply", top_vectors, root2);
+  Value u = slice(b, top_vectors, zero, with(batch, {m, k}));
+  Dims v_start(r, 0);
+  v_start[r - 2] = m;
+  Value vt = matrix_transpose(b, slice(b, top_vectors, v_start, with(batch, {size, k})));
+  return {u, s, vt};
+}
+
+}  // namespace
+
+void register_decomposition_rules(Registry& r) {
+  // aten::geqrf has no meta function (the lowered kernel infers shapes from it): CPU for now.
+  r.add("geqrf", geqrf_rule);
+  r.add("linalg_householder_product", householder_rule,
+        {"linalg_householder_product", "linalg_householder_product.out"});
+  r.add("linalg_qr", qr, {"linalg_qr", "linalg_qr.out"});
+  r.add("ormqr", ormqr, {"ormqr", "ormqr.out"});
+  r.add("_linalg_eigh", eigh_rule, {"_linalg_eigh", "_linalg_eigh.eigenvalues"});
+  r.add("_linalg_svd", svd, {"_linalg_svd", "_linalg_svd.U"});
+}
+
+}  // namespace torchtpu::lowering

@@ -1,0 +1,41 @@
+// Batched matrix building blocks shared by the factorization rules: operands are [..., m, n],
+// every leading dimension a batch dimension.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "lowering/helpers.h"
+
+namespace torchtpu::lowering {
+
+Dims batch_dims(const Value& x);  // all but the last two dims
+int64_t dim(const Value& x, int64_t from_end);  // dim(x, 1): the last dim's size
+Dims with(Dims dims, std::initializer_list<int64_t> tail);  // dims + tail
+// Complex matrices run on the CPU: throws Unsupported for them.
+void real_only(const Value& x);
+// NumPy broadcasting of two batch shapes.
+Dims broadcast_batch(const Dims& x, const Dims& y);
+// `x` broadcast to `batch` + its own last `keep` dims.
+Value broadcast_leading(FunctionBuilder& b, const Value& x, const Dims& batch, int keep = 2);
+Value matrix_transpose(FunctionBuilder& b, const Value& x);  // swaps the last two dims
+// x @ y with equal batch dims, computed in x's type.
+Value batched_matmul(FunctionBuilder& b, const Value& x, const Value& y);
+Value identity(FunctionBuilder& b, ElementType type, const Dims& batch, int64_t n);
+// The elements of `x` above (`upper`) or below the diagonal shifted by `offset`, zeros elsewhere
+// (triu / tril).
+Value triangle(FunctionBuilder& b, const Value& x, bool upper, int64_t offset = 0);
+// The main diagonal [..., min(m, n)].
+Value diagonal(FunctionBuilder& b, const Value& x);
+// Solves op(a) x = rhs (left) or x op(a) = rhs with triangular a; batch dims broadcast.
+// transpose: NO_TRANSPOSE, TRANSPOSE or ADJOINT.
+Value triangular_solve(FunctionBuilder& b, const Value& a, const Value& rhs, bool left, bool lower,
+                       bool unit_diagonal, const std::string& transpose = "NO_TRANSPOSE");
+// x[..., :, j] along the last dim with a (possibly loop-carried) 0-d s64 `j`: the selected
+// column over dim `axis` summed out exactly (every other element is a zero).
+Value pick(FunctionBuilder& b, const Value& x, int64_t axis, const Value& j);
+// The first `n` dims of `v` placed at the front of `dims` (a value of the batch dims spread over
+// each matrix, or a vector along rows).
+Value leading_to(FunctionBuilder& b, const Value& v, const Dims& dims);
+
+}  // namespace torchtpu::lowering

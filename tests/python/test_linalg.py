@@ -1,0 +1,167 @@
+"""Linear algebra and FFTs on "tpu" against the CPU's LAPACK and pocketfft: accuracy on random
+well-conditioned float32/float64 matrices (single and batched), PyTorch's errors on singular or
+non-positive-definite inputs, info outputs, empty matrices. Every call must run on the device
+(TORCHTPU_CPU_FALLBACK=error is set for the module)."""
+
+import pytest
+import torch
+
+import torchtpu
+
+# Largest relative error (max |tpu - cpu| / max |cpu|) allowed per dtype.
+RTOL = {torch.float32: 2e-5, torch.float64: 1e-12}
+
+
+@pytest.fixture(autouse=True)
+def no_fallback():
+    torchtpu._C._set_cpu_fallback_policy("error")
+    yield
+    torchtpu._C._set_cpu_fallback_policy("warn")
+
+
+def _rel(got, expected):
+    wide = torch.complex128 if expected.is_complex() else torch.float64
+    got, expected = got.cpu().to(wide), expected.cpu().to(wide)
+    return ((got - expected).abs().max() / expected.abs().max().clamp_min(1e-30)).item()
+
+
+def _spd(shape, dtype):
+    a = torch.randn(shape, dtype=dtype)
+    return a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=dtype)
+
+
+def _general(shape, dtype):
+    return torch.randn(shape, dtype=dtype) + 3 * torch.eye(shape[-1], dtype=dtype)
+
+
+CASES = {
+    "cholesky": lambda a, b: torch.linalg.cholesky(a["spd"]),
+    "cholesky_upper": lambda a, b: torch.linalg.cholesky(a["spd"], upper=True),
+    "cholesky_solve": lambda a, b: torch.cholesky_solve(b, torch.linalg.cholesky(a["spd"])),
+    "cholesky_inverse": lambda a, b: torch.cholesky_inverse(torch.linalg.cholesky(a["spd"])),
+    "solve_triangular": lambda a, b: torch.linalg.solve_triangular(
+        a["general"].triu(), b, upper=True),
+    "solve_triangular_right": lambda a, b: torch.linalg.solve_triangular(
+        a["general"].tril(), b.mT, upper=False, left=False, unitriangular=True),
+    "lu_factor": lambda a, b: torch.linalg.lu_factor(a["general"]),
+    "lu": lambda a, b: torch.linalg.lu(a["general"]),
+    "lu_solve_adjoint": lambda a, b: torch.linalg.lu_solve(
+        *torch.linalg.lu_factor(a["general"]), b, adjoint=True),
+    "solve": lambda a, b: torch.linalg.solve(a["general"], b),
+    "solve_vector": lambda a, b: torch.linalg.solve(a["general"], b[..., 0]),
+    "inv": lambda a, b: torch.linalg.inv(a["general"]),
+    "det": lambda a, b: torch.linalg.det(a["general"]),
+    "slogdet": lambda a, b: torch.linalg.slogdet(a["general"]),
+    "qr": lambda a, b: torch.linalg.qr(a["tall"]),
+    "qr_complete": lambda a, b: torch.linalg.qr(a["tall"], mode="complete"),
+    "householder_product": lambda a, b: torch.linalg.householder_product(
+        *torch.geqrf(a["tall"].cpu())),
+    "eigvalsh": lambda a, b: torch.linalg.eigvalsh(a["spd"]),
+    "svdvals": lambda a, b: torch.linalg.svdvals(a["tall"]),
+    "cross": lambda a, b: torch.linalg.cross(b[..., :3, :], b[..., 1:4, :], dim=-2),
+}
+
+
+# One matrix in float32, a batch in float64 (the rank-2 and batched paths, both precisions).
+@pytest.mark.parametrize("dtype, batch", [(torch.float32, ()), (torch.float64, (3,))],
+                         ids=["f32", "f64-batched"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_accuracy_against_lapack(name, dtype, batch):
+    torch.manual_seed(0)
+    n = 6
+    mats = {"spd": _spd(batch + (n, n), dtype), "general": _general(batch + (n, n), dtype),
+            "tall": torch.randn(batch + (n + 2, n), dtype=dtype)}
+    rhs = torch.randn(batch + (n, 4), dtype=dtype)
+    expected = CASES[name](mats, rhs)
+    dev = {k: v.to("tpu") for k, v in mats.items()}
+
+    def to_tpu(x):
+        return x.to("tpu") if isinstance(x, torch.Tensor) else x
+    if name == "householder_product":
+        got = torch.linalg.householder_product(*map(to_tpu, torch.geqrf(mats["tall"])))
+    else:
+        got = CASES[name](dev, rhs.to("tpu"))
+    got = got if isinstance(got, tuple) else (got,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for g, e in zip(got, expected, strict=True):
+        assert g.device.type == "tpu"
+        if e.dtype in (torch.int32, torch.int64):
+            assert torch.equal(g.cpu(), e), name  # LU pivots: LAPACK's
+        else:
+            assert _rel(g, e) < RTOL[dtype], name
+
+
+def test_eigh_vectors_diagonalize():
+    """Eigenvectors are unique up to sign: check A V = V diag(w) and V^T V = I instead."""
+    a = _spd((2, 5, 5), torch.float64).to("tpu")
+    w, v = torch.linalg.eigh(a)
+    assert _rel(a @ v, v * w.unsqueeze(-2)) < 1e-7
+    assert _rel(v.mT @ v, torch.eye(5, dtype=torch.float64).expand(2, 5, 5)) < 1e-7
+
+
+def test_svd_reconstructs():
+    a = torch.randn(4, 7, 5)
+    u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=False)
+    assert _rel(u @ torch.diag_embed(s) @ vh, a) < 1e-5
+    assert _rel(s, torch.linalg.svdvals(a)) < 1e-5
+
+
+def test_singular_inverse_raises_linalg_error():
+    a = torch.ones(3, 3, device="tpu")
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.inv(a)
+    _, info = torch.linalg.inv_ex(a)
+    assert info.item() == torch.linalg.inv_ex(torch.ones(3, 3))[1].item() == 2
+
+
+def test_solve_singular_raises_linalg_error():
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.solve(torch.zeros(2, 3, 3, device="tpu"), torch.ones(2, 3, 1, device="tpu"))
+
+
+def test_cholesky_not_positive_definite():
+    a = torch.tensor([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    with pytest.raises(torch.linalg.LinAlgError, match="order 2 is not positive-definite"):
+        torch.linalg.cholesky(a.to("tpu"))
+    _, info = torch.linalg.cholesky_ex(a.to("tpu"))
+    assert info.item() == torch.linalg.cholesky_ex(a)[1].item() == 2
+
+
+def test_singular_det_and_slogdet():
+    a = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+    assert torch.linalg.det(a.to("tpu")).item() == 0
+    sign, logabs = torch.linalg.slogdet(a.to("tpu"))
+    assert sign.item() == 0 and logabs.item() == float("-inf")
+
+
+def test_empty_matrices():
+    e = torch.zeros(2, 0, 0, device="tpu")
+    assert torch.linalg.inv(e).shape == (2, 0, 0)
+    assert torch.linalg.det(e).cpu().tolist() == [1.0, 1.0]
+    assert torch.linalg.cholesky(e).shape == (2, 0, 0)
+
+
+def test_noncontiguous_inputs():
+    a = _general((6, 6), torch.float64)
+    b = torch.randn(6, 6, dtype=torch.float64)
+    assert _rel(torch.linalg.solve(a.to("tpu").mT, b.to("tpu")[:, ::2]),
+                torch.linalg.solve(a.mT, b[:, ::2])) < 1e-12
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_fft_norms_and_dims(norm):
+    x = torch.randn(3, 4, 10, dtype=torch.float64)
+    c = torch.randn(3, 4, 6, dtype=torch.complex128)
+    xt, ct = x.to("tpu"), c.to("tpu")
+    checks = [
+        (torch.fft.fft(xt, norm=norm), torch.fft.fft(x, norm=norm)),
+        (torch.fft.ifft(ct, dim=0, norm=norm), torch.fft.ifft(c, dim=0, norm=norm)),
+        (torch.fft.fftn(ct, dim=(0, 2), norm=norm), torch.fft.fftn(c, dim=(0, 2), norm=norm)),
+        (torch.fft.rfft(xt, n=7, dim=1, norm=norm), torch.fft.rfft(x, n=7, dim=1, norm=norm)),
+        (torch.fft.rfftn(xt, norm=norm), torch.fft.rfftn(x, norm=norm)),
+        (torch.fft.irfft(ct, n=9, norm=norm), torch.fft.irfft(c, n=9, norm=norm)),
+        (torch.fft.irfftn(ct, s=(4, 10), norm=norm), torch.fft.irfftn(c, s=(4, 10), norm=norm)),
+    ]
+    for got, expected in checks:
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert _rel(got, expected) < 1e-12
