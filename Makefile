@@ -39,8 +39,8 @@ MODE_SUITES := tests/python/test_opinfo.py tests/python/test_tensors.py \
 	tests/python/test_random.py tests/python/test_optim.py
 
 py-test: build
-	TORCHTPU_EAGER_MODE=defer_and_fuse $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
-	TORCHTPU_EAGER_MODE=debug $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
+	TORCHTPU_EAGER_MODE=defer_and_fuse TORCHTPU_OPINFO_DTYPES=float32 $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
+	TORCHTPU_EAGER_MODE=debug TORCHTPU_OPINFO_DTYPES=float32 $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
 	$(PY) -m pytest -q -p no:cacheprovider tests/python
 
 test: cpp-test py-test

@@ -164,12 +164,7 @@ Values cast(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
 // A tensor's lazy conjugate and negative bits applied to its value (attrs conj, neg).
 Values resolve(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   Value v = operands[0];
-  if (attrs.i("conj") && hlo::is_complex(v.shape.type)) {
-    ElementType part = real_part(v.shape.type);
-    Value re = b.op("stablehlo.real", {v}, Shape{part, v.shape.dims});
-    Value im = b.op("stablehlo.imag", {v}, Shape{part, v.shape.dims});
-    v = b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, v.shape);
-  }
+  if (attrs.i("conj")) v = conjugate(b, v);
   if (attrs.i("neg")) v = unary(b, "stablehlo.negate", v);
   return {v};
 }
@@ -178,6 +173,12 @@ Values resolve(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
 
 void register_elementwise_rules(Registry& r) {
   r.add("resolve", resolve);
+  // conj_physical writes the conjugate's values (conj only sets the lazy bit).
+  r.add("conj_physical",
+        [](FunctionBuilder& b, const Values& v, const Attrs& a) {
+          return Values{convert(b, conjugate(b, v[0]), out_type(a))};
+        },
+        {"conj_physical.out", "conj_physical_", "_conj_physical"});
   r.elementwise("add", add, {"add.Tensor", "add_.Tensor", "add.out", "add.Scalar", "add_.Scalar"});
   r.elementwise("sub", sub, {"sub.Tensor", "sub_.Tensor", "sub.out", "sub.Scalar", "sub_.Scalar"});
   r.elementwise("mul", mul, {"mul.Tensor", "mul_.Tensor", "mul.out", "mul.Scalar", "mul_.Scalar"});

@@ -363,4 +363,11 @@ std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& stat
   return b.op_with_regions("stablehlo.while", state, shapes, {{shapes, cond}, {shapes, body}});
 }
 
+Value conjugate(FunctionBuilder& b, const Value& x) {
+  if (!hlo::is_complex(x.shape.type)) return x;
+  hlo::Shape part{real_part(x.shape.type), x.shape.dims};
+  Value re = b.op("stablehlo.real", {x}, part), im = b.op("stablehlo.imag", {x}, part);
+  return b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, x.shape);
+}
+
 }  // namespace torchtpu::lowering

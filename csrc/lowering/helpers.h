@@ -108,4 +108,7 @@ using LoopFn = std::function<std::vector<Value>(FunctionBuilder&, const std::vec
 std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& state,
                               const LoopFn& cond, const LoopFn& body);
 
+// The complex conjugate of `x`; a real value is its own.
+Value conjugate(FunctionBuilder& b, const Value& x);
+
 }  // namespace torchtpu::lowering

@@ -100,14 +100,7 @@ Values addbmm(FunctionBuilder& b, const Values& v, const Attrs& a) {
 
 // vdot(self, other): the conjugate of self dotted with other.
 Values vdot(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  Value x = v[0];
-  if (hlo::is_complex(x.shape.type)) {
-    ElementType part = real_part(x.shape.type);
-    Value re = b.op("stablehlo.real", {x}, Shape{part, x.shape.dims});
-    Value im = b.op("stablehlo.imag", {x}, Shape{part, x.shape.dims});
-    x = b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, x.shape);
-  }
-  return {convert(b, dot(b, x, v[1], 0, out_type(a)), out_type(a))};
+  return {convert(b, dot(b, conjugate(b, v[0]), v[1], 0, out_type(a)), out_type(a))};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 MODES = ["strict", "debug", "defer_and_fuse", "compile"]
 VOCAB = 64
+LR = 1e-3
 
 
 class BasicBlock(nn.Module):
@@ -148,19 +149,20 @@ def _moved(value, device):
 
 
 def _step(name, model, device, compile):
-    """Forward and one AdamW step on `device`: (output, loss, parameters after the step)."""
+    """Forward and one AdamW step on `device`: (output, loss, gradients, weights after it)."""
     args, kwargs, loss_of = _inputs(name)
     args = [_moved(a, device) for a in args]
     kwargs = {k: _moved(v, device) for k, v in kwargs.items()}
     forward = torch.compile(model, backend="tpu", dynamic=False) if compile else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
     out = forward(*args, **kwargs)
     loss = loss_of(out, device)
     loss.backward()
+    grads = [p.grad.detach().cpu() for p in model.parameters()]
     optimizer.step()
     logits = out if isinstance(out, torch.Tensor) else out.logits
-    return logits.detach().cpu(), loss.detach().cpu(), [p.detach().cpu() for p in
-                                                         model.parameters()]
+    return (logits.detach().cpu(), loss.detach().cpu(), grads,
+            [p.detach().cpu() for p in model.parameters()])
 
 
 def _in_mode(mode):
@@ -172,18 +174,23 @@ def _in_mode(mode):
 def test_forward_and_adamw_step_match_cpu(name, mode, fallback_error):
     cpu_model = _model(name)
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
-    cpu_logits, cpu_loss, cpu_params = _step(name, cpu_model, "cpu", compile=False)
+    cpu_logits, cpu_loss, cpu_grads, cpu_params = _step(name, cpu_model, "cpu", compile=False)
     with _in_mode(mode):
-        logits, loss, params = _step(name, tpu_model, "tpu", compile=mode == "compile")
+        logits, loss, grads, params = _step(name, tpu_model, "tpu", compile=mode == "compile")
     torch.testing.assert_close(logits, cpu_logits, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(loss, cpu_loss, rtol=1e-4, atol=1e-4)
-    # AdamW's first step moves each weight by about lr * sign(grad): a gradient that is zero up
-    # to rounding may take either sign, so a few weights may differ by up to 2 * lr.
-    moved = [(p - c).abs() for p, c in zip(params, cpu_params, strict=True)]
-    far = sum(int((d > 1e-5).sum()) for d in moved)
-    total = sum(d.numel() for d in moved)
-    assert far <= total // 1000 + 2, f"{far} of {total} weights differ after the AdamW step"
-    assert max(float(d.max()) for d in moved) <= 2.1e-3
+    # Gradients to within 0.2 % of each one's largest entry: the CNNs' batch norms over 2 images
+    # of 1x1 pixels in their last stage amplify float32 rounding on the way back (both devices).
+    atols = [1e-5 + 2e-3 * float(c.abs().max()) for c in cpu_grads]
+    for g, c, atol in zip(grads, cpu_grads, atols, strict=True):
+        torch.testing.assert_close(g, c, rtol=1e-3, atol=atol)
+    # AdamW's first step moves each weight by lr * sign(grad), so a gradient that is zero within
+    # that tolerance (a bias followed by a batch norm is zero up to rounding) may move its weight
+    # either way: those may differ by 2 * lr, all others must agree.
+    for p, c, g, atol in zip(params, cpu_params, cpu_grads, atols, strict=True):
+        tiny = g.abs() <= atol
+        torch.testing.assert_close(p[~tiny], c[~tiny], rtol=1e-4, atol=1e-5)
+        assert bool(((p[tiny] - c[tiny]).abs() <= 2.1 * LR).all())
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -127,9 +127,9 @@ XFAILS = {
     "linalg.det": SINGULAR_SVD, "linalg.slogdet": SINGULAR_SVD, "logdet": SINGULAR_SVD,
     "linalg.eigh": "eigenvectors are unique up to sign only: XLA's Jacobi eigh picks other signs "
                    "than LAPACK's syevd (test_linalg.py checks A V = V diag(w) instead)",
-    "linalg.cond": "cond = s_max / s_min: the SVD via eigh has absolute error eps * |A|, so an "
+    "linalg.cond-float32": "cond = s_max / s_min: the SVD via eigh has absolute error eps * |A|, so an "
                    "ill-conditioned sample's s_min (and its cond) is off relatively",
-    "linalg.pinv.hermitian": "its gradient uses eigh's eigenvectors, which for a repeated "
+    "linalg.pinv.hermitian-float32": "its gradient uses eigh's eigenvectors, which for a repeated "
                              "eigenvalue span the same space as LAPACK's but are other vectors",
 }
 
@@ -160,6 +160,9 @@ TOLERANCES = {
                            "poles (tpu computes in float64: 2e-8 from mpmath); measured 2.0e-5"))
        for name in ["digamma", "special.polygamma.special_polygamma_n_0"]
        + [f"polygamma.polygamma_n_{n}" for n in range(5)]},
+    **{name: (1e-5, 1e-6, ("the CPU's float64 result is up to 7e-6 relative off mpmath near a "
+                           "zero of the function; tpu's is 1e-13 off (measured on OpInfo's sample)"))
+       for name in ["special.bessel_j0", "special.bessel_y1"]},
     "nn.functional.layer_norm": (
         1e-4, 1e-4, ("a one-element (zero-variance) sample: the weight's gradient is 0 on tpu "
                      "and 2e-5 of rounding on the CPU")),
@@ -167,7 +170,8 @@ TOLERANCES = {
 
 # Ops that return the indices of tied values in an unspecified order (the CPU's partial sort):
 # their values must match, and their indices must pick those values out of the input.
-TIED_INDICES = {"topk": "torch.topk documents no order among equal values"}
+TIED_INDICES = {"topk": "torch.topk documents no order among equal values",
+                "kthvalue": "the CPU's quickselect leaves tied values in no defined order"}
 
 # Ops whose tensor arguments (not the input) must be CPU tensors on every device, as on CUDA.
 CPU_ARGS = {"tensor_split": "tensor_indices_or_sections must be on the CPU"}
@@ -270,7 +274,13 @@ def _compare_tied(dev, got, expected, tol):
     _compare(got[0], expected[0], "output values", tol, on_tpu=True)
     inp, args, kwargs = dev
     dim = kwargs.get("dim", args[1] if len(args) > 1 else -1)
-    picked = inp.gather(dim, got[1]) if inp.dim() else inp.expand_as(got[0])
+    indices = got[1]
+    if not inp.dim():
+        picked = inp.expand_as(got[0])
+    elif indices.dim() < inp.dim():  # the reduced dim was dropped (keepdim=False)
+        picked = inp.gather(dim, indices.unsqueeze(dim)).squeeze(dim)
+    else:
+        picked = inp.gather(dim, indices)
     _compare(picked, expected[0], "input at the output indices", tol)
 
 
