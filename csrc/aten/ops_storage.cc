@@ -134,20 +134,27 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 // tril_indices / triu_indices are functions of three integers: the host computes them and one
 // upload brings them to the device.
+namespace {
+template <at::Tensor (*host)(int64_t, int64_t, int64_t, at::TensorOptions)>
+at::Tensor triangle_indices(int64_t row, int64_t col, int64_t offset,
+                            std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                            std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  factory_dtype(dtype, layout, pin_memory);
+  return host(row, col, offset, at::TensorOptions().dtype(dtype.value_or(at::kLong)))
+      .to(tpu(device));
+}
+}  // namespace
+
 at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
-  factory_dtype(dtype, layout, pin_memory);
-  return at::tril_indices(row, col, offset, at::TensorOptions().dtype(dtype.value_or(at::kLong)))
-      .to(tpu(device));
+  return triangle_indices<&at::tril_indices>(row, col, offset, dtype, layout, device, pin_memory);
 }
 
 at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
-  factory_dtype(dtype, layout, pin_memory);
-  return at::triu_indices(row, col, offset, at::TensorOptions().dtype(dtype.value_or(at::kLong)))
-      .to(tpu(device));
+  return triangle_indices<&at::triu_indices>(row, col, offset, dtype, layout, device, pin_memory);
 }
 
 }  // namespace torchtpu::aten
