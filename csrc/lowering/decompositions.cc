@@ -156,14 +156,17 @@ Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
 }  // namespace
 
 void register_decomposition_rules(Registry& r) {
+  auto add = [&r](const std::string& op, LoweringRule rule, std::vector<std::string> aten = {}) {
+    r.add(op, into_result_types(std::move(rule)), std::move(aten));
+  };
   // aten::geqrf has no meta function (the lowered kernel infers shapes from it): CPU for now.
-  r.add("geqrf", geqrf_rule);
-  r.add("linalg_householder_product", householder_rule,
-        {"linalg_householder_product", "linalg_householder_product.out"});
-  r.add("linalg_qr", qr, {"linalg_qr", "linalg_qr.out"});
-  r.add("ormqr", ormqr, {"ormqr", "ormqr.out"});
-  r.add("_linalg_eigh", eigh_rule, {"_linalg_eigh", "_linalg_eigh.eigenvalues"});
-  r.add("_linalg_svd", svd, {"_linalg_svd", "_linalg_svd.U"});
+  add("geqrf", geqrf_rule);
+  add("linalg_householder_product", householder_rule,
+      {"linalg_householder_product", "linalg_householder_product.out"});
+  add("linalg_qr", qr, {"linalg_qr", "linalg_qr.out"});
+  add("ormqr", ormqr, {"ormqr", "ormqr.out"});
+  add("_linalg_eigh", eigh_rule, {"_linalg_eigh", "_linalg_eigh.eigenvalues"});
+  add("_linalg_svd", svd, {"_linalg_svd", "_linalg_svd.U"});
 }
 
 }  // namespace torchtpu::lowering

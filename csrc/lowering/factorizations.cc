@@ -372,22 +372,25 @@ Values linalg_lu(FunctionBuilder& b, const Values& v, const Attrs& a) {
 }  // namespace
 
 void register_factorization_rules(Registry& r) {
-  r.add("cholesky", cholesky, {"cholesky", "cholesky.out"});
-  r.add("linalg_cholesky_ex", cholesky_ex, {"linalg_cholesky_ex", "linalg_cholesky_ex.L"});
-  r.add("cholesky_inverse", cholesky_inverse, {"cholesky_inverse", "cholesky_inverse.out"});
-  r.add("_cholesky_solve_helper", cholesky_solve_helper,
-        {"_cholesky_solve_helper", "_cholesky_solve_helper.out"});
-  r.add("triangular_solve", triangular_solve_rule, {"triangular_solve", "triangular_solve.X"});
-  r.add("linalg_solve_triangular", solve_triangular,
-        {"linalg_solve_triangular", "linalg_solve_triangular.out"});
-  r.add("linalg_lu_factor_ex", lu_factor_ex, {"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"});
-  r.add("linalg_lu_solve", lu_solve_rule, {"linalg_lu_solve", "linalg_lu_solve.out"});
-  r.add("lu_unpack", lu_unpack, {"lu_unpack", "lu_unpack.out"});
-  r.add("linalg_lu", linalg_lu, {"linalg_lu", "linalg_lu.out"});
-  r.add("_linalg_solve_ex", solve_ex, {"_linalg_solve_ex", "_linalg_solve_ex.result"});
-  r.add("linalg_inv_ex", inv_ex, {"linalg_inv_ex", "linalg_inv_ex.inverse"});
-  r.add("_linalg_det", det, {"_linalg_det", "_linalg_det.result"});
-  r.add("_linalg_slogdet", slogdet, {"_linalg_slogdet", "_linalg_slogdet.sign"});
+  auto add = [&r](const std::string& op, LoweringRule rule, std::vector<std::string> aten = {}) {
+    r.add(op, into_result_types(std::move(rule)), std::move(aten));
+  };
+  add("cholesky", cholesky, {"cholesky", "cholesky.out"});
+  add("linalg_cholesky_ex", cholesky_ex, {"linalg_cholesky_ex", "linalg_cholesky_ex.L"});
+  add("cholesky_inverse", cholesky_inverse, {"cholesky_inverse", "cholesky_inverse.out"});
+  add("_cholesky_solve_helper", cholesky_solve_helper,
+      {"_cholesky_solve_helper", "_cholesky_solve_helper.out"});
+  add("triangular_solve", triangular_solve_rule, {"triangular_solve", "triangular_solve.X"});
+  add("linalg_solve_triangular", solve_triangular,
+      {"linalg_solve_triangular", "linalg_solve_triangular.out"});
+  add("linalg_lu_factor_ex", lu_factor_ex, {"linalg_lu_factor_ex", "linalg_lu_factor_ex.out"});
+  add("linalg_lu_solve", lu_solve_rule, {"linalg_lu_solve", "linalg_lu_solve.out"});
+  add("lu_unpack", lu_unpack, {"lu_unpack", "lu_unpack.out"});
+  add("linalg_lu", linalg_lu, {"linalg_lu", "linalg_lu.out"});
+  add("_linalg_solve_ex", solve_ex, {"_linalg_solve_ex", "_linalg_solve_ex.result"});
+  add("linalg_inv_ex", inv_ex, {"linalg_inv_ex", "linalg_inv_ex.inverse"});
+  add("_linalg_det", det, {"_linalg_det", "_linalg_det.result"});
+  add("_linalg_slogdet", slogdet, {"_linalg_slogdet", "_linalg_slogdet.sign"});
 }
 
 }  // namespace torchtpu::lowering

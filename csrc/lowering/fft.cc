@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "lowering/helpers.h"
+#include "lowering/matrix.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::lowering {
@@ -145,9 +146,12 @@ Values fft_c2r(FunctionBuilder& b, const Values& v, const Attrs& a) {
 }  // namespace
 
 void register_fft_rules(Registry& r) {
-  r.add("_fft_c2c", fft_c2c, {"_fft_c2c", "_fft_c2c.out"});
-  r.add("_fft_r2c", fft_r2c, {"_fft_r2c", "_fft_r2c.out"});
-  r.add("_fft_c2r", fft_c2r, {"_fft_c2r", "_fft_c2r.out"});
+  auto add = [&r](const std::string& op, LoweringRule rule, std::vector<std::string> aten = {}) {
+    r.add(op, into_result_types(std::move(rule)), std::move(aten));
+  };
+  add("_fft_c2c", fft_c2c, {"_fft_c2c", "_fft_c2c.out"});
+  add("_fft_r2c", fft_r2c, {"_fft_r2c", "_fft_r2c.out"});
+  add("_fft_c2r", fft_c2r, {"_fft_c2r", "_fft_c2r.out"});
 }
 
 }  // namespace torchtpu::lowering

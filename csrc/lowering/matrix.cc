@@ -130,4 +130,15 @@ Value leading_to(FunctionBuilder& b, const Value& v, const Dims& dims) {
   return broadcast_in_dim(b, v, dims, at);
 }
 
+LoweringRule into_result_types(LoweringRule rule) {
+  return [rule](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    Values results = rule(b, v, a);
+    for (size_t k = 0; k < results.size(); ++k) {
+      std::string key = k == 0 ? "type" : "type" + std::to_string(k);
+      if (a.has(key)) results[k] = convert(b, results[k], out_type(a, static_cast<int>(k)));
+    }
+    return results;
+  };
+}
+
 }  // namespace torchtpu::lowering

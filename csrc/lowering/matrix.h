@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lowering/helpers.h"
+#include "lowering/registry.h"
 
 namespace torchtpu::lowering {
 
@@ -37,5 +38,9 @@ Value pick(FunctionBuilder& b, const Value& x, int64_t axis, const Value& j);
 // The first `n` dims of `v` placed at the front of `dims` (a value of the batch dims spread over
 // each matrix, or a vector along rows).
 Value leading_to(FunctionBuilder& b, const Value& v, const Dims& dims);
+
+// `rule` with each result converted to the output's dtype: these rules compute in the input's
+// type, and an out= tensor of another dtype receives the result cast, as on the CPU.
+LoweringRule into_result_types(LoweringRule rule);
 
 }  // namespace torchtpu::lowering
