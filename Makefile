@@ -33,15 +33,10 @@ run: build
 cpp-test: build
 	./build/torchtpu_cpp_tests --gtest_brief=1
 
-# Everything in Strict mode, then the op suites again in the other two eager modes.
-MODE_SUITES := tests/python/test_opinfo.py tests/python/test_tensors.py \
-	tests/python/test_elementwise.py tests/python/test_nn.py tests/python/test_ops.py \
-	tests/python/test_random.py tests/python/test_optim.py
-
+# Everything in Strict mode, and the op suites again in the other two eager modes, as pytest jobs
+# side by side (one per core): tests/run.py says which.
 py-test: build
-	TORCHTPU_EAGER_MODE=defer_and_fuse TORCHTPU_OPINFO_DTYPES=float32 $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
-	TORCHTPU_EAGER_MODE=debug TORCHTPU_OPINFO_DTYPES=float32 $(PY) -m pytest -q -p no:cacheprovider $(MODE_SUITES)
-	$(PY) -m pytest -q -p no:cacheprovider tests/python
+	$(PY) tests/run.py
 
 test: cpp-test py-test
 
