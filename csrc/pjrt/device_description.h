@@ -31,7 +31,8 @@ struct DeviceDescription {
 // header does not know is an error naming the attribute.
 Attributes read_named_values(const PJRT_NamedValue* values, size_t count);
 
-// Asks the plugin about `device`. Entry points an older plugin lacks leave their fields empty.
+// Asks the plugin about `device`. The attributes and the local hardware id are optional entry
+// points: a plugin without them leaves those fields empty.
 DeviceDescription describe(const Plugin& plugin, const Device& device);
 
 }  // namespace torchtpu::pjrt

@@ -109,6 +109,9 @@ def _mesh_worker(rank, init_file):
         dist.all_gather_object(seen, rank, group=mesh.get_group("tp"))
         assert seen == [1, 0]
         assert mesh.size(0) == 1 and mesh.get_local_rank("pp") == 0
+        mesh = topology.distributed_mesh((2,))
+        assert mesh.mesh.tolist() == [1, 0] and mesh.mesh_dim_names == ("dim_0",)
+        assert mesh.get_local_rank() == 1 - rank
         with pytest.raises(ValueError, match=r"holds 4 ranks, but the world has 2"):
             topology.distributed_mesh((2, 2))
     finally:
