@@ -71,7 +71,7 @@ def mesh_order(attributes: Sequence[Mapping], mesh_shape: Sequence[int]) -> list
     `core_on_chip` counts as core 0. `process_index` is not part of the key: coordinates already
     place a device, and the hosts of a slice own blocks of them.
 
-    Where no rank reports coordinates (the CPU plugin, most GPU plugins) the order is the identity,
+    Where no rank reports coordinates (the CPU plugin reports none) the order is the identity,
     the order of the ranks themselves. Attributes that cannot describe one slice (a rank without
     coordinates among ranks with them, coordinates of different lengths, two ranks on one core,
     a count that does not fill the mesh) raise ValueError naming the ranks.
