@@ -51,6 +51,8 @@ if not hasattr(torch, "tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
 
+from .topology import distributed_mesh
+
 
 def metrics() -> dict:
     """Counters of this process: executables compiled, cache hits/misses, compile seconds,
@@ -65,4 +67,4 @@ def plugin() -> dict:
             "unavailable": _choice.unavailable}
 
 
-__all__ = ["eager_mode", "get_eager_mode", "metrics", "plugin", "set_eager_mode", "__version__"]
+__all__ = ["distributed_mesh", "eager_mode", "get_eager_mode", "metrics", "plugin", "set_eager_mode", "__version__"]

@@ -87,21 +87,42 @@ def get_device_name(device: Any = None) -> str:
     return _C._device_name()
 
 
+def _optional(attributes: dict, name: str, kind: type, convert=None):
+    """A plugin attribute of the expected type, else None (plugins differ in what they report)."""
+    value = attributes.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        return None
+    return convert(value) if convert else value
+
+
 class _DeviceProperties:
     def __init__(self, index: int):
         stats = _C._memory_stats(index)
+        description = _C._device_description(index)
         self.name = _C._device_name()
         self.platform = _C._platform_name()
         self.platform_version = _C._platform_version()
-        self.kind = _C._device_kind(index)
+        self.kind = description["kind"]
         self.pjrt_api_version = _C._pjrt_api_version()
         self.plugin = _C._plugin_path()
         self.total_memory = stats.get("bytes_limit")
+        # What the plugin says about this device: PJRT ids, strings, and its own attributes.
+        self.id = description["id"]
+        self.process_index = description["process_index"]
+        self.local_hardware_id = description["local_hardware_id"]
+        self.debug_string = description["debug_string"]
+        self.to_string = description["to_string"]
+        self.attributes = description["attributes"]
+        # Where the device sits in its slice (TPU plugins report both; None elsewhere).
+        self.coords = _optional(self.attributes, "coords", list, tuple)
+        self.core_on_chip = _optional(self.attributes, "core_on_chip", int)
 
     def __repr__(self) -> str:
         return (f"_TpuDeviceProperties(name={self.name!r}, platform={self.platform!r}, "
                 f"kind={self.kind!r}, pjrt_api_version={self.pjrt_api_version!r}, "
-                f"total_memory={self.total_memory})")
+                f"total_memory={self.total_memory}, id={self.id}, "
+                f"process_index={self.process_index}, coords={self.coords}, "
+                f"core_on_chip={self.core_on_chip}, attributes={self.attributes!r})")
 
 
 def get_device_properties(device: Any = None) -> _DeviceProperties:

@@ -11,6 +11,7 @@
 #include "engine/eager.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
+#include "pjrt/device_description.h"
 
 namespace py = pybind11;
 using namespace torchtpu;
@@ -94,6 +95,25 @@ py::dict memory_stats(int device) {
     stats["source"] = "torchtpu";
   }
   return stats;
+}
+
+// Everything the plugin says about one device; plugin attributes keep their names and types.
+py::dict device_description(int device) {
+  const engine::Runtime& runtime = engine::Runtime::get();
+  pjrt::DeviceDescription d = pjrt::describe(runtime.client().plugin(), runtime.device(device));
+  py::dict attributes;
+  for (const auto& [name, value] : d.attributes) {
+    attributes[py::str(name)] = std::visit([](const auto& v) { return py::cast(v); }, value);
+  }
+  py::dict out;
+  out["id"] = d.id;
+  out["process_index"] = d.process_index;
+  out["kind"] = d.kind;
+  out["local_hardware_id"] = d.local_hardware_id ? py::cast(*d.local_hardware_id) : py::none();
+  out["debug_string"] = d.debug_string;
+  out["to_string"] = d.to_string;
+  out["attributes"] = attributes;
+  return out;
 }
 
 py::dict metrics() {
@@ -265,8 +285,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_in_bad_fork", &engine::in_forked_child);
   m.def("_device_count", &engine::Runtime::device_count_or_zero);
   m.def("_device_name", [] { return engine::Runtime::get().device_name(); });
-  m.def("_device_kind",
-        [](int device) { return engine::Runtime::get().device(device).kind(); });
+  m.def("_device_description", &device_description);
   m.def("_platform_name", [] { return engine::Runtime::get().client().platform_name(); });
   m.def("_platform_version", [] { return engine::Runtime::get().client().platform_version(); });
   m.def("_pjrt_api_version",

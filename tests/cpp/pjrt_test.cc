@@ -6,6 +6,7 @@
 
 #include "hlo/builder.h"
 #include "pjrt/client.h"
+#include "pjrt/device_description.h"
 #include "cpu_client.h"
 
 namespace torchtpu::pjrt {
@@ -158,6 +159,69 @@ TEST(Device, MemoryStatsAreOptional) {
   // The CPU plugin has no allocator statistics; either answer must come back without throwing.
   auto stats = client->device(0).memory_stats();
   if (stats) EXPECT_GE(stats->bytes_in_use, 0);
+}
+
+PJRT_NamedValue named(const std::string& name, PJRT_NamedValue_Type type) {
+  PJRT_NamedValue v{};
+  v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  v.name = name.data();
+  v.name_size = name.size();
+  v.type = type;
+  v.value_size = 1;
+  return v;
+}
+
+TEST(DeviceDescription, ReadsEveryNamedValueType) {
+  const std::string names[] = {"coords", "core_on_chip", "kind", "ratio", "fast"};
+  const int64_t coords[] = {1, 0, 2};
+  const char kind[] = "TPU v5 lite";
+  PJRT_NamedValue values[5] = {
+      named(names[0], PJRT_NamedValue_kInt64List), named(names[1], PJRT_NamedValue_kInt64),
+      named(names[2], PJRT_NamedValue_kString), named(names[3], PJRT_NamedValue_kFloat),
+      named(names[4], PJRT_NamedValue_kBool)};
+  values[0].int64_array_value = coords;
+  values[0].value_size = 3;
+  values[1].int64_value = 1;
+  values[2].string_value = kind;
+  values[2].value_size = sizeof(kind) - 1;
+  values[3].float_value = 0.5f;
+  values[4].bool_value = true;
+  Attributes attributes = read_named_values(values, 5);
+  ASSERT_EQ(attributes.size(), 5u);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(attributes.at("coords")),
+            (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(std::get<int64_t>(attributes.at("core_on_chip")), 1);
+  EXPECT_EQ(std::get<std::string>(attributes.at("kind")), "TPU v5 lite");
+  EXPECT_EQ(std::get<float>(attributes.at("ratio")), 0.5f);
+  EXPECT_EQ(std::get<bool>(attributes.at("fast")), true);
+}
+
+TEST(DeviceDescription, UnknownValueTypeNamesTheAttribute) {
+  const std::string name = "future";
+  PJRT_NamedValue value = named(name, static_cast<PJRT_NamedValue_Type>(99));
+  try {
+    read_named_values(&value, 1);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("'future' with unknown value type 99"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DeviceDescription, CpuPluginDescribesEachDevice) {
+  auto client = cpu_client();
+  for (int i = 0; i < client->device_count(); ++i) {
+    DeviceDescription d = describe(client->plugin(), client->device(i));
+    EXPECT_EQ(d.id, client->device(i).id());
+    EXPECT_EQ(d.kind, client->device(i).kind());
+    EXPECT_EQ(d.process_index, 0);
+    EXPECT_FALSE(d.debug_string.empty());
+    EXPECT_FALSE(d.to_string.empty());
+    ASSERT_TRUE(d.local_hardware_id.has_value());
+    EXPECT_EQ(*d.local_hardware_id, i);  // its index among this process's CPU devices
+    EXPECT_NE(d.to_string.find(std::to_string(d.id)), std::string::npos) << d.to_string;
+  }
 }
 
 }  // namespace

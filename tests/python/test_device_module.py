@@ -24,6 +24,38 @@ def test_device_count_and_name_come_from_the_plugin():
     assert torchtpu.plugin()["path"].endswith("xla_cpu_pjrt.so")
 
 
+def test_device_properties_show_what_the_plugin_reports():
+    props = torch.tpu.get_device_properties(0)
+    described = torchtpu._C._device_description(0)
+    assert props.id == described["id"] == 0
+    assert props.process_index == 0  # one process, one client
+    assert props.kind == described["kind"] != ""
+    assert props.debug_string and props.to_string
+    assert isinstance(props.local_hardware_id, (int, type(None)))
+    assert isinstance(props.attributes, dict) and props.attributes == described["attributes"]
+    for name, value in props.attributes.items():
+        assert isinstance(name, str) and isinstance(value, (str, int, float, bool, list)), name
+    # The CPU plugin reports no place in a slice.
+    expected = props.attributes.get("coords")
+    assert props.coords == (tuple(expected) if expected is not None else None)
+    assert props.core_on_chip == props.attributes.get("core_on_chip")
+    assert f"coords={props.coords}" in repr(props)
+
+
+def test_device_properties_read_a_tpu_plugins_place(monkeypatch):
+    described = dict(torchtpu._C._device_description(0))
+    described["attributes"] = {"coords": [1, 0, 2], "core_on_chip": 1, "num_cores": 2}
+    monkeypatch.setattr(torchtpu._C, "_device_description", lambda index: described)
+    props = torch.tpu.get_device_properties(0)
+    assert props.coords == (1, 0, 2) and props.core_on_chip == 1
+    assert props.attributes["num_cores"] == 2
+    # An attribute of another type than TPU plugins use is shown but not read as a place.
+    described["attributes"] = {"coords": "1,0,2", "core_on_chip": True}
+    props = torch.tpu.get_device_properties(0)
+    assert props.coords is None and props.core_on_chip is None
+    assert props.attributes["coords"] == "1,0,2"
+
+
 def test_current_device_and_set_device():
     assert torch.tpu.current_device() == 0
     torch.tpu.set_device("tpu:0")
@@ -111,6 +143,7 @@ def test_num_devices_and_copies_between_devices():
         print(c.cpu().tolist())
         with torch.tpu.device(1):
             print(torch.zeros(1, device="tpu").device)
+        print([(p.id, p.local_hardware_id) for p in map(torch.tpu.get_device_properties, (0, 1))])
     """, TORCHTPU_NUM_DEVICES="2")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
@@ -118,3 +151,6 @@ def test_num_devices_and_copies_between_devices():
     assert lines[1] == "tpu:1 [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]"
     assert lines[2] == "[[0, 3], [1, 4], [2, 5]]"
     assert lines[3] == "tpu:1"
+    ids = eval(lines[4])
+    assert [i for i, _ in ids] == [0, 1]  # each "tpu:N" is its own PJRT device
+    assert len({hw for _, hw in ids}) == 2
