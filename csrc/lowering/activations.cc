@@ -160,8 +160,6 @@ Values prelu_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, grad_x, t), convert(b, sum_to(b, grad_w, out_shape(a, 1)), out_type(a, 1))};
 }
 
-std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
-
 }  // namespace
 
 void register_activation_rules(Registry& r) {

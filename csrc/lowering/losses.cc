@@ -346,8 +346,6 @@ Values multilabel_margin_loss_backward(FunctionBuilder& b, const Values& v, cons
   return {convert(b, reshape(b, grad, out_shape(a)), t)};
 }
 
-std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
-
 }  // namespace
 
 void register_loss_rules(Registry& r) {

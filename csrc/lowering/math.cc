@@ -272,8 +272,6 @@ Value sign(FunctionBuilder& b, const Value& x) {
                 convert(b, compare(b, x, zero, "LT"), x.shape.type));
 }
 
-std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
-
 // x << y and x >> y (arithmetic for signed types), as PyTorch: shifts past the width give 0
 // (or -1 for negative x shifted right).
 LoweringRule shift(bool left) {

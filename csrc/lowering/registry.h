@@ -61,6 +61,9 @@ struct AtenBinding {
 // Every ATen operator a rule implements.
 const std::vector<AtenBinding>& aten_bindings();
 
+// The binding name for every overload of `name`, in-place and out= included ("exp.*").
+inline std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
+
 class Registry {
  public:
   void add(const std::string& op, LoweringRule rule, std::vector<std::string> aten_ops = {});

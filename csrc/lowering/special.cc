@@ -450,8 +450,6 @@ Num legendre_p(const Num& x, const Num& n) {
   return zero_below(n, r);
 }
 
-std::vector<std::string> all(const std::string& name) { return {name + ".*"}; }
-
 }  // namespace
 
 void register_special_rules(Registry& r) {
