@@ -58,6 +58,7 @@ CASES = {
         *torch.geqrf(a["tall"].cpu())),
     "eigvalsh": lambda a, b: torch.linalg.eigvalsh(a["spd"]),
     "svdvals": lambda a, b: torch.linalg.svdvals(a["tall"]),
+    "matrix_exp": lambda a, b: torch.linalg.matrix_exp(a["general"]),
     "cross": lambda a, b: torch.linalg.cross(b[..., :3, :], b[..., 1:4, :], dim=-2),
 }
 
@@ -139,6 +140,17 @@ def test_empty_matrices():
     assert torch.linalg.inv(e).shape == (2, 0, 0)
     assert torch.linalg.det(e).cpu().tolist() == [1.0, 1.0]
     assert torch.linalg.cholesky(e).shape == (2, 0, 0)
+
+
+def test_matrix_exp_across_norms_in_one_batch():
+    """1-norms from 1e-3 (no squaring) to ~400 (7 squarings) in one batch, and an empty batch."""
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, 4, dtype=torch.float64) * torch.tensor([1e-3, 1.0, 100.0],
+                                                                 dtype=torch.float64)[:, None, None]
+    got, expected = torch.linalg.matrix_exp(a.to("tpu")).cpu(), torch.linalg.matrix_exp(a)
+    for g, e in zip(got, expected, strict=True):
+        assert _rel(g, e) < 1e-12
+    assert torch.linalg.matrix_exp(torch.zeros(2, 0, 0, device="tpu")).shape == (2, 0, 0)
 
 
 def test_noncontiguous_inputs():
