@@ -58,6 +58,7 @@ CASES = {
         *torch.geqrf(a["tall"].cpu())),
     "eigvalsh": lambda a, b: torch.linalg.eigvalsh(a["spd"]),
     "svdvals": lambda a, b: torch.linalg.svdvals(a["tall"]),
+    "geqrf": lambda a, b: torch.geqrf(a["tall"]),
     "matrix_exp": lambda a, b: torch.linalg.matrix_exp(a["general"]),
     "cross": lambda a, b: torch.linalg.cross(b[..., :3, :], b[..., 1:4, :], dim=-2),
 }
@@ -151,6 +152,36 @@ def test_matrix_exp_across_norms_in_one_batch():
     for g, e in zip(got, expected, strict=True):
         assert _rel(g, e) < 1e-12
     assert torch.linalg.matrix_exp(torch.zeros(2, 0, 0, device="tpu")).shape == (2, 0, 0)
+
+
+def test_lstsq_drivers():
+    """A vector right-hand side (gels), and a batch of a rank-deficient and a full-rank tall A
+    with a broadcast right-hand side (gelsd then returns no residuals): shapes, ranks and values
+    as LAPACK's. (OpInfo's first samples cover gels on tall, square and wide matrices.)"""
+    torch.manual_seed(0)
+    a = torch.randn(2, 5, 3, dtype=torch.float64)
+    deficient = a.clone()
+    deficient[..., 2] = deficient[..., 1]
+    cases = [("gels", a, torch.randn(2, 5, dtype=torch.float64)),
+             ("gelsd", torch.stack([deficient[0], a[1]]),
+              torch.randn(1, 5, 2, dtype=torch.float64))]
+    for driver, x, y in cases:
+        got = torch.linalg.lstsq(x.to("tpu"), y.to("tpu"), driver=driver)
+        expected = torch.linalg.lstsq(x, y, driver=driver)
+        for g, e in zip(got, expected, strict=True):
+            assert g.device.type == "tpu" and g.shape == e.shape and g.dtype == e.dtype, driver
+            if e.numel():
+                assert _rel(g, e) < (1e-7 if driver == "gelsd" else 1e-12), driver
+
+
+def test_lstsq_errors():
+    a, b = torch.randn(4, 3, device="tpu"), torch.randn(4, 2, device="tpu")
+    with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
+        torch.linalg.lstsq(a, b, driver="foo")
+    with pytest.raises(RuntimeError, match="input.size\\(-2\\) should match other.size\\(-2\\)"):
+        torch.linalg.lstsq(a, torch.randn(5, 2, device="tpu"))
+    with pytest.raises(RuntimeError, match="Expected input and other to have the same dtype"):
+        torch.linalg.lstsq(a, b.double())
 
 
 def test_noncontiguous_inputs():

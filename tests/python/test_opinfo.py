@@ -146,8 +146,6 @@ ALLOWED_FALLBACKS = {
     "aten::_ctc_loss_backward": "as _ctc_loss",
     "aten::linalg_ldl_factor_ex.out": NOT_YET + "LDL with LAPACK's Bunch-Kaufman pivoting",
     "aten::linalg_ldl_solve.out": "as linalg_ldl_factor_ex",
-    "aten::linalg_lstsq.out": NOT_YET + "LAPACK's drivers choose the rank with their own cutoffs",
-    "aten::geqrf": NO_META + "it needs its own kernel",
     "aten::histogram.bin_ct": NO_META + "it needs its own kernel",
     "aten::histogram.bins_tensor": "as histogram.bin_ct",
     "aten::_histogramdd_bin_edges": "as histogram.bin_ct",
