@@ -26,6 +26,7 @@ const Table& built_table() {
     register_linalg_rules(r);
     register_factorization_rules(r);
     register_matrix_function_rules(r);
+    register_ldl_rules(r);
     register_fft_rules(r);
     register_decomposition_rules(r);
     register_nn_rules(r);

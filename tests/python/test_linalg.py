@@ -184,6 +184,29 @@ def test_lstsq_errors():
         torch.linalg.lstsq(a, b.double())
 
 
+def test_ldl_pivots_as_lapack():
+    """Indefinite matrices, so 2x2 pivots and interchanges (OpInfo's are positive-definite), a
+    batch whose matrices step through different pivot sizes, and zero columns (info): factors and
+    solutions close to LAPACK's, pivots and info equal."""
+    torch.manual_seed(0)
+    a = torch.randn(4, 6, 6, dtype=torch.float64)
+    a = a + a.mT
+    a[1] = 0
+    a[1, 0, 1] = a[1, 1, 0] = 1.0  # a 2x2 pivot, then zero columns
+    a[2, :, 0] = a[2, 0, :] = 0  # a zero first column: info 1
+    ld, pivots, info = torch.linalg.ldl_factor_ex(a.to("tpu"))
+    expected = torch.linalg.ldl_factor_ex(a)
+    assert (pivots.cpu() < 0).any()
+    assert (expected.pivots != torch.arange(1, 7, dtype=torch.int32)).any()
+    assert torch.equal(pivots.cpu(), expected.pivots) and torch.equal(info.cpu(), expected.info)
+    assert _rel(ld, expected.LD) < 1e-12
+    b = torch.randn(6, 2, dtype=torch.float64)
+    solvable = [0, 3]
+    x = torch.linalg.ldl_solve(ld[solvable], pivots[solvable], b.to("tpu"))
+    cpu = torch.linalg.ldl_solve(expected.LD[solvable], expected.pivots[solvable], b)
+    assert _rel(x, cpu) < 1e-12
+
+
 def test_noncontiguous_inputs():
     a = _general((6, 6), torch.float64)
     b = torch.randn(6, 6, dtype=torch.float64)

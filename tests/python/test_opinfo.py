@@ -144,8 +144,6 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_eig": "as _linalg_eigvals",
     "aten::_ctc_loss": NOT_YET + "a loop over time steps masked by each item's length",
     "aten::_ctc_loss_backward": "as _ctc_loss",
-    "aten::linalg_ldl_factor_ex.out": NOT_YET + "LDL with LAPACK's Bunch-Kaufman pivoting",
-    "aten::linalg_ldl_solve.out": "as linalg_ldl_factor_ex",
     "aten::histogram.bin_ct": NO_META + "it needs its own kernel",
     "aten::histogram.bins_tensor": "as histogram.bin_ct",
     "aten::_histogramdd_bin_edges": "as histogram.bin_ct",

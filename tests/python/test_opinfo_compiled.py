@@ -38,7 +38,8 @@ OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "cdist", "clamp", 
        # Linear algebra and FFTs (factorizations lowered as while loops and XLA expanders).
        "cholesky_solve", "linalg.cholesky_ex", "linalg.solve_ex", "linalg.inv_ex",
        "linalg.lu_factor_ex", "linalg.qr", "linalg.eigvalsh", "linalg.svdvals",
-       "linalg.solve_triangular", "matrix_exp", "geqrf", "fft.fft", "fft.rfft2", "fft.irfft"]
+       "linalg.solve_triangular", "geqrf", "linalg.ldl_factor_ex", "linalg.ldl_solve",
+       "fft.fft", "fft.rfft2", "fft.irfft"]
 
 MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
 
