@@ -175,13 +175,13 @@ def test_lstsq_drivers():
 
 
 def test_lstsq_errors():
-    a, b = torch.randn(4, 3, device="tpu"), torch.randn(4, 2, device="tpu")
+    a, b, c = (torch.ones(shape, device="tpu") for shape in [(4, 3), (4, 2), (5, 2)])
     with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
         torch.linalg.lstsq(a, b, driver="foo")
     with pytest.raises(RuntimeError, match="input.size\\(-2\\) should match other.size\\(-2\\)"):
-        torch.linalg.lstsq(a, torch.randn(5, 2, device="tpu"))
+        torch.linalg.lstsq(a, c)
     with pytest.raises(RuntimeError, match="Expected input and other to have the same dtype"):
-        torch.linalg.lstsq(a, b.double())
+        torch.linalg.lstsq(a, torch.ones(4, 2, dtype=torch.float64, device="tpu"))
 
 
 def test_ldl_pivots_as_lapack():
