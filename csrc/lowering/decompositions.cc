@@ -2,7 +2,8 @@
 // itself: the custom calls "Qr" (Householder QR in LAPACK's geqrf form),
 // "ProductOfElementaryHouseholderReflectors" (orgqr) and "Eigh" (Jacobi). The SVD is the
 // eigendecomposition of [[0, A], [A^T, 0]], whose eigenvalues are the +-singular values: its
-// error is eps * |A|, not the eps * |A|^2 / s of A^T A. Complex inputs run on the CPU.
+// error is eps * |A|, not the eps * |A|^2 / s of A^T A. Least squares (lstsq) is built on both.
+// Complex inputs run on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -153,20 +154,94 @@ Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {u, s, vt};
 }
 
+// A x = B for full-rank A by QR: least squares (m >= n, with the squared norm of each residual)
+// or, through the QR of A^T, the least-norm solution (m < n, residuals zero). Equal batch dims.
+struct QrSolution {
+  Value x, residuals;
+};
+
+QrSolution qr_solve(FunctionBuilder& b, const Value& a, const Value& rhs) {
+  int64_t m = dim(a, 2), n = dim(a, 1), k = dim(rhs, 1), r = a.shape.rank();
+  Dims batch = batch_dims(a);
+  ElementType t = a.shape.type;
+  if (m < n) {
+    Geqrf g = geqrf(b, matrix_transpose(b, a));
+    Value y = triangular_solve(b, triangle(b, block(b, g.a, m, m), true), rhs, true, false, false,
+                               "TRANSPOSE");
+    return {batched_matmul(b, householder_product(b, g.a, g.taus), y),
+            full(b, t, with(batch, {k}), 0)};
+  }
+  Geqrf g = geqrf(b, a);
+  Value q = householder_product(b, block(b, g.a, m, m), g.taus);
+  Value qtb = batched_matmul(b, matrix_transpose(b, q), rhs);
+  Value x = triangular_solve(b, triangle(b, block(b, g.a, n, n), true), block(b, qtb, n, k), true,
+                             false, false);
+  Dims start(r, 0);
+  start[r - 2] = n;
+  Value rest = slice(b, qtb, start, qtb.shape.dims);
+  Value residuals = reduce(b, binary(b, "stablehlo.multiply", rest, rest), {r - 2},
+                           constant(b, t, 0), "stablehlo.add");
+  return {x, residuals};
+}
+
+// linalg_lstsq(A, B, rcond, driver) -> (solution, residuals, rank, singular values), every
+// matrix non-empty, B a matrix (the glue, csrc/aten/ops_linalg.cc, shapes vectors and empty
+// inputs and decides whether the residuals are returned). solution and residuals have the
+// broadcast batch, rank and singular values A's. "gels" assumes full rank: the QR solution. The
+// others find the rank from the singular values (those above rcond * the largest): a full-rank A
+// gets the QR solution, a rank-deficient one the least-norm solution through the SVD.
+Values lstsq(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  const Value& x = v[0];
+  real_only(x);
+  ElementType t = x.shape.type;
+  int64_t m = dim(x, 2), n = dim(x, 1), k = std::min(m, n);
+  Dims batch = broadcast_batch(batch_dims(x), batch_dims(v[1]));
+  Value rhs = broadcast_leading(b, convert(b, v[1], t), batch);
+  QrSolution qr = qr_solve(b, broadcast_leading(b, x, batch), rhs);
+  Dims sol_dims = qr.x.shape.dims;
+  Dims a_batch = batch_dims(x);
+  if (a.s("driver") == "gels") {
+    return {reshape(b, qr.x, out_shape(a, 0)), qr.residuals,
+            full(b, ElementType::kS64, a_batch, 0), full(b, t, with(a_batch, {k}), 0)};
+  }
+  Values usv = svd(b, {x}, Attrs().set("compute_uv", int64_t{1}).set("full_matrices", int64_t{0}));
+  const Value &u = usv[0], &s = usv[1], &vh = usv[2];
+  int64_t axis = static_cast<int64_t>(a_batch.size());
+  Value largest = leading_to(b, reduce_extreme(b, s, {axis}, true), s.shape.dims);
+  Value rcond = convert(b, v[2], t);
+  Value cutoff = binary(b, "stablehlo.multiply", largest,
+                        broadcast_in_dim(b, rcond, s.shape.dims, {}));
+  Value kept = compare(b, s, cutoff, "GT");
+  Value rank = reduce(b, convert(b, kept, ElementType::kS64), {axis},
+                      constant(b, ElementType::kS64, 0), "stablehlo.add");
+  Value inverse = select(b, kept, binary(b, "stablehlo.divide", full(b, t, s.shape.dims, 1), s),
+                         full(b, t, s.shape.dims, 0));
+  // V diag(1/s) U^T B over the broadcast batch.
+  Value utb = batched_matmul(b, matrix_transpose(b, broadcast_leading(b, u, batch)), rhs);
+  Value scaled = binary(b, "stablehlo.multiply", utb,
+                        leading_to(b, broadcast_leading(b, inverse, batch, 1), utb.shape.dims));
+  Value least_norm =
+      batched_matmul(b, matrix_transpose(b, broadcast_leading(b, vh, batch)), scaled);
+  Value full_rank = compare(b, broadcast_leading(b, rank, batch, 0),
+                            full(b, ElementType::kS64, batch, static_cast<double>(k)), "EQ");
+  Value solution = select(b, leading_to(b, full_rank, sol_dims), qr.x, least_norm);
+  return {reshape(b, solution, out_shape(a, 0)), qr.residuals, rank, s};
+}
+
 }  // namespace
 
 void register_decomposition_rules(Registry& r) {
   auto add = [&r](const std::string& op, LoweringRule rule, std::vector<std::string> aten = {}) {
     r.add(op, into_result_types(std::move(rule)), std::move(aten));
   };
-  // aten::geqrf has no meta function (the lowered kernel infers shapes from it): CPU for now.
-  add("geqrf", geqrf_rule);
+  add("geqrf", geqrf_rule, {"geqrf", "geqrf.a"});
   add("linalg_householder_product", householder_rule,
       {"linalg_householder_product", "linalg_householder_product.out"});
   add("linalg_qr", qr, {"linalg_qr", "linalg_qr.out"});
   add("ormqr", ormqr, {"ormqr", "ormqr.out"});
   add("_linalg_eigh", eigh_rule, {"_linalg_eigh", "_linalg_eigh.eigenvalues"});
   add("_linalg_svd", svd, {"_linalg_svd", "_linalg_svd.U"});
+  add("linalg_lstsq", lstsq);
 }
 
 }  // namespace torchtpu::lowering

@@ -371,6 +371,11 @@ Values linalg_lu(FunctionBuilder& b, const Values& v, const Attrs& a) {
 
 }  // namespace
 
+Value solve(FunctionBuilder& b, const Value& a, const Value& rhs) {
+  LU f = lu_factor(b, a, true);
+  return solve_with(b, f.lu, f.pivots, rhs, true, false);
+}
+
 void register_factorization_rules(Registry& r) {
   auto add = [&r](const std::string& op, LoweringRule rule, std::vector<std::string> aten = {}) {
     r.add(op, into_result_types(std::move(rule)), std::move(aten));

@@ -32,6 +32,8 @@ Value diagonal(FunctionBuilder& b, const Value& x);
 // transpose: NO_TRANSPOSE, TRANSPOSE or ADJOINT.
 Value triangular_solve(FunctionBuilder& b, const Value& a, const Value& rhs, bool left, bool lower,
                        bool unit_diagonal, const std::string& transpose = "NO_TRANSPOSE");
+// Solves A X = rhs for square A by LU with partial pivoting (factorizations.cc); equal batch dims.
+Value solve(FunctionBuilder& b, const Value& a, const Value& rhs);
 // x[..., :, j] along the last dim with a (possibly loop-carried) 0-d s64 `j`: the selected
 // column over dim `axis` summed out exactly (every other element is a zero).
 Value pick(FunctionBuilder& b, const Value& x, int64_t axis, const Value& j);

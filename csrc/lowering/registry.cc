@@ -25,6 +25,8 @@ const Table& built_table() {
     register_reduction_rules(r);
     register_linalg_rules(r);
     register_factorization_rules(r);
+    register_matrix_function_rules(r);
+    register_ldl_rules(r);
     register_fft_rules(r);
     register_decomposition_rules(r);
     register_nn_rules(r);

@@ -85,6 +85,8 @@ void register_special_rules(Registry& r);
 void register_reduction_rules(Registry& r);
 void register_linalg_rules(Registry& r);
 void register_factorization_rules(Registry& r);
+void register_matrix_function_rules(Registry& r);
+void register_ldl_rules(Registry& r);
 void register_fft_rules(Registry& r);
 void register_decomposition_rules(Registry& r);
 void register_nn_rules(Registry& r);

@@ -58,6 +58,8 @@ CASES = {
         *torch.geqrf(a["tall"].cpu())),
     "eigvalsh": lambda a, b: torch.linalg.eigvalsh(a["spd"]),
     "svdvals": lambda a, b: torch.linalg.svdvals(a["tall"]),
+    "geqrf": lambda a, b: torch.geqrf(a["tall"]),
+    "matrix_exp": lambda a, b: torch.linalg.matrix_exp(a["general"]),
     "cross": lambda a, b: torch.linalg.cross(b[..., :3, :], b[..., 1:4, :], dim=-2),
 }
 
@@ -139,6 +141,70 @@ def test_empty_matrices():
     assert torch.linalg.inv(e).shape == (2, 0, 0)
     assert torch.linalg.det(e).cpu().tolist() == [1.0, 1.0]
     assert torch.linalg.cholesky(e).shape == (2, 0, 0)
+
+
+def test_matrix_exp_across_norms_in_one_batch():
+    """1-norms from 1e-3 (no squaring) to ~400 (7 squarings) in one batch, and an empty batch."""
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, 4, dtype=torch.float64) * torch.tensor([1e-3, 1.0, 100.0],
+                                                                 dtype=torch.float64)[:, None, None]
+    got, expected = torch.linalg.matrix_exp(a.to("tpu")).cpu(), torch.linalg.matrix_exp(a)
+    for g, e in zip(got, expected, strict=True):
+        assert _rel(g, e) < 1e-12
+    assert torch.linalg.matrix_exp(torch.zeros(2, 0, 0, device="tpu")).shape == (2, 0, 0)
+
+
+def test_lstsq_drivers():
+    """A vector right-hand side (gels), and a batch of a rank-deficient and a full-rank tall A
+    with a broadcast right-hand side (gelsd then returns no residuals): shapes, ranks and values
+    as LAPACK's. (OpInfo's first samples cover gels on tall, square and wide matrices.)"""
+    torch.manual_seed(0)
+    a = torch.randn(2, 5, 3, dtype=torch.float64)
+    deficient = a.clone()
+    deficient[..., 2] = deficient[..., 1]
+    cases = [("gels", a, torch.randn(2, 5, dtype=torch.float64)),
+             ("gelsd", torch.stack([deficient[0], a[1]]),
+              torch.randn(1, 5, 2, dtype=torch.float64))]
+    for driver, x, y in cases:
+        got = torch.linalg.lstsq(x.to("tpu"), y.to("tpu"), driver=driver)
+        expected = torch.linalg.lstsq(x, y, driver=driver)
+        for g, e in zip(got, expected, strict=True):
+            assert g.device.type == "tpu" and g.shape == e.shape and g.dtype == e.dtype, driver
+            if e.numel():
+                assert _rel(g, e) < (1e-7 if driver == "gelsd" else 1e-12), driver
+
+
+def test_lstsq_errors():
+    a, b, c = (torch.ones(shape, device="tpu") for shape in [(4, 3), (4, 2), (5, 2)])
+    with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
+        torch.linalg.lstsq(a, b, driver="foo")
+    with pytest.raises(RuntimeError, match="input.size\\(-2\\) should match other.size\\(-2\\)"):
+        torch.linalg.lstsq(a, c)
+    with pytest.raises(RuntimeError, match="Expected input and other to have the same dtype"):
+        torch.linalg.lstsq(a, torch.ones(4, 2, dtype=torch.float64, device="tpu"))
+
+
+def test_ldl_pivots_as_lapack():
+    """Indefinite matrices, so 2x2 pivots and interchanges (OpInfo's are positive-definite), a
+    batch whose matrices step through different pivot sizes, and zero columns (info): factors and
+    solutions close to LAPACK's, pivots and info equal."""
+    torch.manual_seed(0)
+    a = torch.randn(4, 6, 6, dtype=torch.float64)
+    a = a + a.mT
+    a[1] = 0
+    a[1, 0, 1] = a[1, 1, 0] = 1.0  # a 2x2 pivot, then zero columns
+    a[2, :, 0] = a[2, 0, :] = 0  # a zero first column: info 1
+    ld, pivots, info = torch.linalg.ldl_factor_ex(a.to("tpu"))
+    expected = torch.linalg.ldl_factor_ex(a)
+    assert (pivots.cpu() < 0).any()
+    assert (expected.pivots != torch.arange(1, 7, dtype=torch.int32)).any()
+    assert torch.equal(pivots.cpu(), expected.pivots) and torch.equal(info.cpu(), expected.info)
+    assert _rel(ld, expected.LD) < 1e-12
+    b = torch.randn(6, 2, dtype=torch.float64)
+    solvable = [0, 3]
+    x = torch.linalg.ldl_solve(ld[solvable], pivots[solvable], b.to("tpu"))
+    cpu = torch.linalg.ldl_solve(expected.LD[solvable], expected.pivots[solvable], b)
+    assert _rel(x, cpu) < 1e-12
 
 
 def test_noncontiguous_inputs():

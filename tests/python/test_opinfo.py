@@ -144,11 +144,6 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_eig": "as _linalg_eigvals",
     "aten::_ctc_loss": NOT_YET + "a loop over time steps masked by each item's length",
     "aten::_ctc_loss_backward": "as _ctc_loss",
-    "aten::linalg_ldl_factor_ex.out": NOT_YET + "LDL with LAPACK's Bunch-Kaufman pivoting",
-    "aten::linalg_ldl_solve.out": "as linalg_ldl_factor_ex",
-    "aten::linalg_lstsq.out": NOT_YET + "LAPACK's drivers choose the rank with their own cutoffs",
-    "aten::linalg_matrix_exp": NOT_YET + "scaling and squaring with a Pade approximant",
-    "aten::geqrf": NO_META + "it needs its own kernel",
     "aten::histogram.bin_ct": NO_META + "it needs its own kernel",
     "aten::histogram.bins_tensor": "as histogram.bin_ct",
     "aten::_histogramdd_bin_edges": "as histogram.bin_ct",
@@ -163,10 +158,16 @@ ALLOWED_FALLBACKS = {
 CRASHES: dict = {}
 
 # Where tpu legitimately computes differently (another algorithm, XLA's math functions), so the
-# default float32 tolerances (rtol 1.3e-6, atol 1e-5) are too tight: (rtol, atol, why).
+# default float32 tolerances (rtol 1.3e-6, atol 1e-5) are too tight: (rtol, atol, why), by op or
+# by test id ("op-float32").
 LSTSQ_GRAD = (1e-4, 1e-4, "its gradient runs linalg.pinv on tpu (the SVD via eigh, ~1e-6 "
                           "relative off LAPACK's), which the backward formula amplifies to ~4e-5")
 TOLERANCES = {
+    "matrix_exp-float32": (5e-2, 1e-5, (
+        "elements that cancel: the CPU's own float32 result is up to 7e-3 relative off its "
+        "float64 one on them; tpu vs CPU measured up to 1.4e-2 over 500 random samples "
+        "(gradients included), while the largest difference is a few 1e-6 of the largest "
+        "element")),
     "linalg.lstsq": LSTSQ_GRAD, "linalg.lstsq.grad_oriented": LSTSQ_GRAD,
     "asin": (1e-5, 1e-5, ("DeferAndFuse: its gradient, 1/sqrt(1-x^2) near |x| = 1, fused by XLA "
                           "rounds ~3e-6 relative apart")),
@@ -332,11 +333,11 @@ def _float_outputs(result):
             if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.requires_grad]
 
 
-def _check_sample(op, sample, grad):
+def _check_sample(op, sample, grad, test_id):
     """Raises AssertionError on the first difference between the CPU and "tpu" runs."""
     tol = {}
-    if _key(op) in TOLERANCES:
-        rtol, atol, _ = TOLERANCES[_key(op)]
+    if _known(TOLERANCES, op, test_id):
+        rtol, atol, _ = _known(TOLERANCES, op, test_id)
         tol = {"rtol": rtol, "atol": atol}
     dev_args = tree_map(_clone if _key(op) in CPU_ARGS else _to_tpu, sample.args)
     dev = (tree_map(_to_tpu, sample.input), dev_args, _tpu_kwargs(sample.kwargs))
@@ -418,7 +419,7 @@ def test_op(op, dtype, request):
             record["random"] += 1
             continue
         try:
-            _check_sample(op, sample, grad)
+            _check_sample(op, sample, grad, request.node.callspec.id)
             record["passed"] += 1
         except Exception as e:  # noqa: BLE001  (reading a tpu result back can raise too)
             record["failed"] += 1

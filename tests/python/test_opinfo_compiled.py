@@ -38,7 +38,8 @@ OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "cdist", "clamp", 
        # Linear algebra and FFTs (factorizations lowered as while loops and XLA expanders).
        "cholesky_solve", "linalg.cholesky_ex", "linalg.solve_ex", "linalg.inv_ex",
        "linalg.lu_factor_ex", "linalg.qr", "linalg.eigvalsh", "linalg.svdvals",
-       "linalg.solve_triangular", "fft.fft", "fft.rfft2", "fft.irfft"]
+       "linalg.solve_triangular", "geqrf", "linalg.ldl_factor_ex", "linalg.ldl_solve",
+       "fft.fft", "fft.rfft2", "fft.irfft"]
 
 MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
 
@@ -51,8 +52,8 @@ def _cases():
 
 def _check(op, sample):
     tol = {}
-    if base._key(op) in base.TOLERANCES:
-        rtol, atol, _ = base.TOLERANCES[base._key(op)]
+    if base._known(base.TOLERANCES, op, f"{base._key(op)}-float32"):
+        rtol, atol, _ = base._known(base.TOLERANCES, op, f"{base._key(op)}-float32")
         tol = {"rtol": rtol, "atol": atol}
     grad = op.supports_autograd
     cpu = (tree_map(base._clone, sample.input), tree_map(base._clone, sample.args),
