@@ -156,7 +156,6 @@ ALLOWED_FALLBACKS = {
     "aten::_histogramdd_from_bin_tensors": "as histogram.bin_ct",
     "aten::segment_reduce": NOT_YET + "ragged segments given by lengths or offsets",
     "aten::_segment_reduce_backward": "as segment_reduce",
-    "aten::hash_tensor.out": NOT_YET + "a bitwise hash reduction of the raw bits",
 }
 
 # Known bugs that kill the interpreter: xfailed without running them. (None at present.)
