@@ -72,6 +72,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&unique_kernel>());
   }
 
+  // Histograms: on the CPU only in PyTorch.
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct));
+  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_bin_ct_out));
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_tensor));
+  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_tensor_out));
+  m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges));
+  m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_from_bin_cts));
+  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_from_bin_tensors));
+
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",
                            "_native_batch_norm_legit_no_training", "_batch_norm_with_update"}) {

@@ -6,14 +6,18 @@
 
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/sum.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 
@@ -118,6 +122,23 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
       add(t.ge(0).logical_and(t.le(1)).logical_not(), 0, 1, false,
           std::string("all elements of ") + (name[0] == 's' ? "input" : "target") +
               " should be between 0 and 1");
+    }
+  } else if (rule == "histc") {
+    const at::Tensor& x = arg("self")->toTensor();
+    double lo = arg("min")->toScalar().toDouble(), hi = arg("max")->toScalar().toDouble();
+    if (lo == hi && x.numel() > 0) {
+      // The range is the data's own: the CPU refuses NaN or an infinity in it, naming the range
+      // it found (a NaN makes it [nan, nan]; an infinity's other end is not known here).
+      add(x.isnan().any(), 0, 1, false, "torch.histc: range of [nan, nan] is not finite");
+      add(x.isinf().any(), 0, 1, false,
+          "torch.histc: range of [min, max] is not finite: the input holds an infinity");
+    } else {
+      if (lo == hi) {  // an empty input's range [min - 1, max + 1], as the CPU widens it
+        lo -= 1;
+        hi += 1;
+      }
+      TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi,
+                  "] is not finite");
     }
   } else if (rule == "max_unpool2d" || rule == "max_unpool3d") {
     int64_t plane = 1;

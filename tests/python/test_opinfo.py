@@ -149,11 +149,6 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_lstsq.out": NOT_YET + "LAPACK's drivers choose the rank with their own cutoffs",
     "aten::linalg_matrix_exp": NOT_YET + "scaling and squaring with a Pade approximant",
     "aten::geqrf": NO_META + "it needs its own kernel",
-    "aten::histogram.bin_ct": NO_META + "it needs its own kernel",
-    "aten::histogram.bins_tensor": "as histogram.bin_ct",
-    "aten::_histogramdd_bin_edges": "as histogram.bin_ct",
-    "aten::_histogramdd_from_bin_cts": "as histogram.bin_ct",
-    "aten::_histogramdd_from_bin_tensors": "as histogram.bin_ct",
     "aten::segment_reduce": NOT_YET + "ragged segments given by lengths or offsets",
     "aten::_segment_reduce_backward": "as segment_reduce",
 }
