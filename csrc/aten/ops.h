@@ -98,6 +98,24 @@ at::Tensor histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins
 at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList bins,
                                         const std::optional<at::Tensor>& weight, bool density);
 
+// Their outputs' shapes, for tracing: PyTorch has no meta functions for them.
+std::tuple<at::Tensor, at::Tensor> histogram_bin_ct_meta(const at::Tensor& self, int64_t bins,
+                                                         std::optional<at::ArrayRef<double>> range,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         bool density);
+std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor_meta(
+    const at::Tensor& self, const at::Tensor& bins, const std::optional<at::Tensor>& weight,
+    bool density);
+std::vector<at::Tensor> histogramdd_bin_edges_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                                   std::optional<at::ArrayRef<double>> range,
+                                                   const std::optional<at::Tensor>& weight,
+                                                   bool density);
+at::Tensor histogramdd_from_bin_cts_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                         std::optional<at::ArrayRef<double>> range,
+                                         const std::optional<at::Tensor>& weight, bool density);
+at::Tensor histogramdd_from_bin_tensors_meta(const at::Tensor& self, at::TensorList bins,
+                                             const std::optional<at::Tensor>& weight, bool density);
+
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Records `rule` on the op's arguments (operands and attributes as for lowered_kernel) writing

@@ -1,20 +1,23 @@
 // Histograms: histogram and the parts of histogramdd, which PyTorch implements on the CPU only.
-// The checks, with their messages, and the outer edges are the CPU's: a range taken from the data
-// waits once for its extremes, which the CPU reads on the host too. The edges are a linspace on
-// the device, the counts the "histogramdd" rule (csrc/lowering/search.cc).
+// The checks and their messages are the CPU's, but for a range taken from the data: the device
+// finds it, so nothing waits, and a device-side check refuses one that is not finite. The edges are
+// a linspace on the device, the counts the "histogramdd" rule (csrc/lowering/search.cc).
 #include <ATen/native/Resize.h>
-#include <ATen/ops/aminmax.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/linspace.h>
-#include <ATen/ops/stack.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/irange.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "aten/value_checks.h"
 #include "engine/eager.h"
 
 namespace torchtpu::aten {
@@ -97,24 +100,16 @@ void check_outputs(const at::Tensor& x, at::IntArrayRef bins, const at::Tensor& 
 // NaN as the CPU prints it in its messages.
 double shown(double v) { return std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v; }
 
-// select_outer_bin_edges: each dimension's first and last edge, from `range` or from the data
-// (one wait for its extremes, converted to double on the host as the CPU reads them), [0, 1] for
-// no data, widened by 0.5 each side when empty.
-std::vector<std::pair<double, double>> outer_edges(const at::Tensor& x,
+// select_outer_bin_edges for a given range, or for no data ([0, 1]): each dimension's first and
+// last edge, widened by 0.5 each side when they are equal.
+std::vector<std::pair<double, double>> outer_edges(int64_t n,
                                                    std::optional<at::ArrayRef<double>> range) {
-  int64_t n = x.size(1);
   std::vector<std::pair<double, double>> ends(n, {0.0, 1.0});
   if (range.has_value()) {
     TORCH_CHECK(static_cast<int64_t>(range->size()) == 2 * n, "torch.histogramdd: for a ", n,
                 "-dimensional histogram range should have ", 2 * n, " elements, but got ",
                 range->size());
     for (const auto d : c10::irange(n)) ends[d] = {(*range)[2 * d], (*range)[2 * d + 1]};
-  } else if (x.numel() > 0) {
-    check_dtype(x, "histogramdd", false);
-    auto [low, high] = at::aminmax(x, 0);
-    at::Tensor host = at::stack({low, high}).cpu().to(at::kDouble);
-    auto values = host.accessor<double, 2>();
-    for (const auto d : c10::irange(n)) ends[d] = {values[0][d], values[1][d]};
   }
   for (const auto d : c10::irange(n)) {
     auto& [lo, hi] = ends[d];
@@ -130,14 +125,43 @@ std::vector<std::pair<double, double>> outer_edges(const at::Tensor& x,
   return ends;
 }
 
-// Equal-width edges for each dimension: bins[d] + 1 of them from its outer edges.
-std::vector<at::Tensor> linear_edges(const at::Tensor& x, at::IntArrayRef bins,
+// Equal-width edges for each dimension of the points `x` (M, N): bins[d] + 1 of them between its
+// outer edges. Those of the data are found on the device, where a check refuses a NaN or an
+// infinity among them (the CPU names the range it found; a NaN's is [nan, nan]).
+std::vector<at::Tensor> linear_edges(const std::string& op, const at::Tensor& x,
+                                     at::IntArrayRef bins,
                                      std::optional<at::ArrayRef<double>> range) {
-  std::vector<std::pair<double, double>> ends = outer_edges(x, range);
+  int64_t n = x.size(1);
   std::vector<at::Tensor> edges;
-  for (const auto d : c10::irange(ends.size())) {
-    edges.push_back(at::linspace(ends[d].first, ends[d].second, bins[d] + 1, x.options()));
+  if (range.has_value() || x.numel() == 0) {
+    std::vector<std::pair<double, double>> ends = outer_edges(n, range);
+    for (const auto d : c10::irange(n)) {
+      edges.push_back(at::linspace(ends[d].first, ends[d].second, bins[d] + 1, x.options()));
+    }
+    return edges;
   }
+  check_dtype(x, "histogramdd", false);
+  at::Tensor nan = x.isnan().any(0), inf = x.isinf().any(0);
+  std::vector<std::pair<at::Tensor, std::string>> flags;
+  lowering::Attrs attrs;
+  for (const auto d : c10::irange(n)) {
+    TORCH_CHECK(bins[d] >= -1, "number of steps must be non-negative");
+    std::string dim = "torch.histogramdd: dimension " + std::to_string(d) + "'s range ";
+    flags.emplace_back(nan[d], dim + "[nan, nan] is not finite");
+    flags.emplace_back(inf[d], dim + "[min, max] is not finite: the input holds an infinity");
+    edges.push_back(at::empty({bins[d] + 1}, x.options()));
+    std::string suffix = d == 0 ? "" : std::to_string(d);
+    attrs.set_type("type" + suffix, element_type(x.scalar_type()))
+        .set("shape" + suffix, std::vector<int64_t>{bins[d] + 1});
+  }
+  std::vector<IndexAssert> asserts = zero_asserts(op, flags);
+  engine::Recording recording(x.device().index());
+  engine::Program& p = recording.program();
+  int first =
+      p.apply("histogram_edges", {p.read(view_of(x))}, std::move(attrs), static_cast<int>(n));
+  for (const auto d : c10::irange(n)) p.write(view_of(edges[d]), first + static_cast<int>(d));
+  record_index_asserts(p, asserts);
+  recording.finish();
   return edges;
 }
 
@@ -187,7 +211,7 @@ std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self
   std::optional<at::Tensor> w;
   if (weight.has_value()) w = weight->reshape({weight->numel()});
   check_outputs(x, {bins}, hist, {bin_edges});
-  std::vector<at::Tensor> edges = linear_edges(x, {bins}, range);
+  std::vector<at::Tensor> edges = linear_edges("aten::histogram", x, {bins}, range);
   check_inputs(x, edges, w);
   check_dtype(x, "histogram_tpu", true);
   at::native::resize_output(hist, {bins});
@@ -242,7 +266,7 @@ std::vector<at::Tensor> histogramdd_bin_edges(const at::Tensor& self, at::IntArr
   TORCH_CHECK(static_cast<int64_t>(bins.size()) == x.size(1),
               "histogramdd: The size of bins must be equal to the innermost dimension of the "
               "input.");
-  return linear_edges(x, bins, range);
+  return linear_edges("aten::histogramdd", x, bins, range);
 }
 
 namespace {
@@ -274,6 +298,43 @@ at::Tensor histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins
 at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList bins,
                                         const std::optional<at::Tensor>& weight, bool density) {
   return histogramdd_over(self, bins, weight, density, kEdgeSearch);
+}
+
+// Their outputs' shapes, for tracing (Dynamo's fake tensors, whose sizes may be symbolic): PyTorch
+// has no meta functions for them.
+std::tuple<at::Tensor, at::Tensor> histogram_bin_ct_meta(const at::Tensor& self, int64_t bins,
+                                                         std::optional<at::ArrayRef<double>>,
+                                                         const std::optional<at::Tensor>&, bool) {
+  return {at::empty({bins}, self.options()), at::empty({bins + 1}, self.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor_meta(const at::Tensor& self,
+                                                              const at::Tensor& bins,
+                                                              const std::optional<at::Tensor>&,
+                                                              bool) {
+  return {at::empty_symint({bins.sym_numel() - 1}, self.options()),
+          at::empty_symint({bins.sym_numel()}, bins.options())};
+}
+
+std::vector<at::Tensor> histogramdd_bin_edges_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                                   std::optional<at::ArrayRef<double>>,
+                                                   const std::optional<at::Tensor>&, bool) {
+  std::vector<at::Tensor> edges;
+  for (int64_t b : bins) edges.push_back(at::empty({b + 1}, self.options()));
+  return edges;
+}
+
+at::Tensor histogramdd_from_bin_cts_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                         std::optional<at::ArrayRef<double>>,
+                                         const std::optional<at::Tensor>&, bool) {
+  return at::empty(bins, self.options());
+}
+
+at::Tensor histogramdd_from_bin_tensors_meta(const at::Tensor& self, at::TensorList bins,
+                                             const std::optional<at::Tensor>&, bool) {
+  std::vector<c10::SymInt> counts;
+  for (const at::Tensor& e : bins) counts.push_back(e.sym_numel() - 1);
+  return at::empty_symint(counts, self.options());
 }
 
 }  // namespace torchtpu::aten

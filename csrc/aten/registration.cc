@@ -93,6 +93,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
+// Histograms' output shapes, so Dynamo can trace them (PyTorch has no meta functions for them).
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct_meta));
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_tensor_meta));
+  m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges_meta));
+  m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_from_bin_cts_meta));
+  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_from_bin_tensors_meta));
+}
+
 // Copies resolve lazy conjugate and negative bits themselves (the generic fallbacks for those
 // bits would clone, that is copy, again: endlessly).
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {

@@ -172,6 +172,14 @@ void raise_failed_check(bool index_error, const std::string& message) {
 }
 const bool raiser_installed = (engine::set_assert_raiser(raise_failed_check), true);
 
+// The check's message names the op and the caller's line; its id is the message's.
+void name_check(IndexAssert& a, const std::string& op, const std::string& where) {
+  a.check.message = op + ": " + a.check.message +
+                    (where.empty() ? "" : " (called at " + where + ")") +
+                    "; checked on the device, raised at the next synchronization";
+  a.id = engine::assert_id(a.check);
+}
+
 }  // namespace
 
 std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::FunctionSchema& schema,
@@ -180,11 +188,18 @@ std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::Funct
   std::vector<IndexAssert> asserts = index_bounds(rule, schema, args);
   if (asserts.empty()) return asserts;
   std::string where = python_location ? python_location() : std::string();
-  for (IndexAssert& a : asserts) {
-    a.check.message = schema.name() + ": " + a.check.message +
-                      (where.empty() ? "" : " (called at " + where + ")") +
-                      "; checked on the device, raised at the next synchronization";
-    a.id = engine::assert_id(a.check);
+  for (IndexAssert& a : asserts) name_check(a, schema.name(), where);
+  return asserts;
+}
+
+std::vector<IndexAssert> zero_asserts(
+    const std::string& op, const std::vector<std::pair<at::Tensor, std::string>>& flags) {
+  if (!index_checks.load(std::memory_order_relaxed)) return {};
+  std::string where = python_location ? python_location() : std::string();
+  std::vector<IndexAssert> asserts;
+  for (const auto& [flag, message] : flags) {
+    asserts.push_back({flag, 0, 1, std::nullopt, {false, message}, 0});
+    name_check(asserts.back(), op, where);
   }
   return asserts;
 }

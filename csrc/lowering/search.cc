@@ -208,6 +208,29 @@ Values histc(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {accumulate(b, counted, bin, full(b, t, {n}, 1), bins)};
 }
 
+// histogram_edges(x): for each dimension d of the points x (M > 0 of them, (M, N)), out_shape(d)
+// equal-width edges over the points' range in it, widened by 0.5 each side when that is one
+// value: linspace from the ends as float64 numbers, as PyTorch makes them from the ends it reads.
+Values histogram_edges(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  const Value& x = v[0];
+  int64_t m = x.shape.dims[0], dims = x.shape.dims[1];
+  LoweringRule linspace = rule("linspace");
+  Values edges;
+  for (int64_t d = 0; d < dims; ++d) {
+    Value column = reshape(b, slice(b, x, {0, d}, {m, d + 1}), {m});
+    Value lo = convert(b, reduce_extreme(b, column, {0}, false), ElementType::kF64);
+    Value hi = convert(b, reduce_extreme(b, column, {0}, true), ElementType::kF64);
+    Value same = compare(b, lo, hi, "EQ"), half = constant(b, ElementType::kF64, 0.5);
+    lo = select(b, same, binary(b, "stablehlo.subtract", lo, half), lo);
+    hi = select(b, same, binary(b, "stablehlo.add", hi, half), hi);
+    Attrs ends;
+    ends.set_type("type", out_type(a, static_cast<int>(d)))
+        .set("shape", out_shape(a, static_cast<int>(d)));
+    edges.push_back(linspace(b, Values{lo, hi}, ends)[0]);
+  }
+  return edges;
+}
+
 // histogramdd(x, edges..., weight?): x is (M, N), M points in N dimensions; one 1-d tensor of
 // edges per dimension; attrs `search` (1: kLocal, 2: kEdges), `weighted`, `density`. A point
 // counts (its weight, else 1) in the bin its coordinates select when every one lies within its
@@ -270,6 +293,7 @@ void register_search_rules(Registry& r) {
   r.add("bucketize", bucketize,
         {"bucketize.Tensor", "bucketize.Tensor_out", "bucketize.Scalar", "bucketize.Scalar_out"});
   r.add("histc", histc, {"histc", "histc.out"});
+  r.add("histogram_edges", histogram_edges);
   r.add("histogramdd", histogramdd);
 }
 

@@ -50,6 +50,8 @@ CASES = {
     "dd_no_points": lambda d: torch.histogramdd(torch.zeros(0, 2).to(d), [2, 1]),
     "histc_outside_nan": lambda d: torch.histc(X.to(d), 4, 0, 4),
     "histc_empty": lambda d: torch.histc(torch.zeros(0).to(d), 3),
+    "histc_infinities_range_given": lambda d: torch.histc(
+        torch.tensor([1.0, -INF, INF, NAN, 2.5]).to(d), 3, 0, 3),
 }
 
 
@@ -84,8 +86,6 @@ A = torch.arange(6.0)
 ERRORS = {
     "int_input": (NotImplementedError, lambda d: torch.histogram(torch.arange(3).to(d), 2)),
     "bins_zero": (RuntimeError, lambda d: torch.histogram(A.to(d), 0)),
-    "data_nan": (RuntimeError, lambda d: torch.histogram(torch.tensor([1.0, NAN]).to(d), 2)),
-    "data_inf": (RuntimeError, lambda d: torch.histogram(torch.tensor([1.5, INF]).to(d), 2)),
     "range_reversed": (RuntimeError, lambda d: torch.histogram(A.to(d), 2, range=(3.0, 1.0))),
     "range_length": (RuntimeError, lambda d: torch.ops.aten.histogram(A.to(d), 2,
                                                                       range=[0.0, 1, 2])),
@@ -119,21 +119,36 @@ def test_raises_the_cpus_error(name):
     assert str(on_tpu.value).split("\n")[0] == message
 
 
-# The CPU names the range it found; a device-side check knows a NaN's ([nan, nan]) but not an
-# infinity's other end.
+# A range of the data holding NaN or an infinity: the CPU names the range it found; the device-side
+# check knows a NaN's ([nan, nan]) but not an infinity's other end. Each pair: fn, the CPU's error,
+# tpu's.
+INFINITY = r"\[min, max\] is not finite: the input holds an infinity"
+NOT_FINITE = {
+    "histc_nan": (lambda d: torch.histc(torch.tensor([1.0, NAN, 2.0]).to(d), 3),
+                  r"torch\.histc: range of \[-?nan, -?nan\] is not finite",
+                  r"torch\.histc: range of \[nan, nan\] is not finite"),
+    "histc_inf": (lambda d: torch.histc(torch.tensor([1.0, -INF]).to(d), 3),
+                  r"torch\.histc: range of \[-inf, 1\] is not finite",
+                  r"torch\.histc: range of " + INFINITY),
+    "histogram_nan": (lambda d: torch.histogram(torch.tensor([1.0, NAN]).to(d), 2),
+                      r"dimension 0's range \[nan, nan\] is not finite",
+                      r"aten::histogram: torch\.histogramdd: dimension 0's range \[nan, nan\]"),
+    "histogram_inf": (lambda d: torch.histogram(torch.tensor([1.5, INF]).to(d), 2),
+                      r"dimension 0's range \[1.5, inf\] is not finite",
+                      r"torch\.histogramdd: dimension 0's range " + INFINITY),
+    "histogramdd_nan_dim1": (lambda d: torch.histogramdd(torch.tensor([[1.0, NAN], [2, 3]]).to(d),
+                                                         [2, 3]),
+                             r"dimension 1's range \[nan, nan\] is not finite",
+                             r"torch\.histogramdd: dimension 1's range \[nan, nan\]"),
+}
+
+
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("values,on_cpu,on_tpu", [
-    ([1.0, NAN, 2.0], r"range of \[-?nan, -?nan\] is not finite", r"range of \[nan, nan\] is not finite"),
-    ([1.0, -INF], r"range of \[-inf, 1\] is not finite",
-     r"range of \[min, max\] is not finite: the input holds an infinity"),
-], ids=["nan", "inf"])
-def test_histc_of_data_not_finite_raises_at_the_next_sync(mode, values, on_cpu, on_tpu):
-    with pytest.raises(RuntimeError, match="torch.histc: " + on_cpu):
-        torch.histc(torch.tensor(values), 3)
-    with torchtpu.eager_mode(mode):
-        with pytest.raises(RuntimeError, match="torch.histc: " + on_tpu):
-            torch.histc(torch.tensor(values).to("tpu"), 3)
-            torch.tpu.synchronize()
-        # With a range given, NaN and infinities are values outside it.
-        torch.testing.assert_close(torch.histc(torch.tensor(values).to("tpu"), 3, 0, 3).cpu(),
-                                   torch.histc(torch.tensor(values), 3, 0, 3))
+@pytest.mark.parametrize("name", NOT_FINITE)
+def test_a_range_of_data_not_finite_raises_at_the_next_sync(mode, name):
+    fn, on_cpu, on_tpu = NOT_FINITE[name]
+    with pytest.raises(RuntimeError, match=on_cpu):
+        fn("cpu")
+    with torchtpu.eager_mode(mode), pytest.raises(RuntimeError, match=on_tpu):
+        fn("tpu")
+        torch.tpu.synchronize()
