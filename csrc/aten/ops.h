@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace c10 {
@@ -69,6 +70,51 @@ bool equal(const at::Tensor& self, const at::Tensor& other);
 at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
                     int64_t minlength);
 void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Histograms, on the CPU only in PyTorch (ops_histogram.cc).
+std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int64_t bins,
+                                                    std::optional<at::ArrayRef<double>> range,
+                                                    const std::optional<at::Tensor>& weight,
+                                                    bool density);
+std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self, int64_t bins,
+                                                          std::optional<at::ArrayRef<double>> range,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          bool density, at::Tensor& hist,
+                                                          at::Tensor& bin_edges);
+std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self,
+                                                         const at::Tensor& bins,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         bool density);
+std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(
+    const at::Tensor& self, const at::Tensor& bins, const std::optional<at::Tensor>& weight,
+    bool density, at::Tensor& hist, at::Tensor& bin_edges);
+std::vector<at::Tensor> histogramdd_bin_edges(const at::Tensor& self, at::IntArrayRef bins,
+                                              std::optional<at::ArrayRef<double>> range,
+                                              const std::optional<at::Tensor>& weight,
+                                              bool density);
+at::Tensor histogramdd_from_bin_cts(const at::Tensor& self, at::IntArrayRef bins,
+                                    std::optional<at::ArrayRef<double>> range,
+                                    const std::optional<at::Tensor>& weight, bool density);
+at::Tensor histogramdd_from_bin_tensors(const at::Tensor& self, at::TensorList bins,
+                                        const std::optional<at::Tensor>& weight, bool density);
+
+// Their outputs' shapes, for tracing: PyTorch has no meta functions for them.
+std::tuple<at::Tensor, at::Tensor> histogram_bin_ct_meta(const at::Tensor& self, int64_t bins,
+                                                         std::optional<at::ArrayRef<double>> range,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         bool density);
+std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor_meta(
+    const at::Tensor& self, const at::Tensor& bins, const std::optional<at::Tensor>& weight,
+    bool density);
+std::vector<at::Tensor> histogramdd_bin_edges_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                                   std::optional<at::ArrayRef<double>> range,
+                                                   const std::optional<at::Tensor>& weight,
+                                                   bool density);
+at::Tensor histogramdd_from_bin_cts_meta(const at::Tensor& self, at::IntArrayRef bins,
+                                         std::optional<at::ArrayRef<double>> range,
+                                         const std::optional<at::Tensor>& weight, bool density);
+at::Tensor histogramdd_from_bin_tensors_meta(const at::Tensor& self, at::TensorList bins,
+                                             const std::optional<at::Tensor>& weight, bool density);
 
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -72,6 +72,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&unique_kernel>());
   }
 
+  // Histograms: on the CPU only in PyTorch.
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct));
+  m.impl("histogram.bin_ct_out", TORCH_FN(histogram_bin_ct_out));
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_tensor));
+  m.impl("histogram.bins_tensor_out", TORCH_FN(histogram_bins_tensor_out));
+  m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges));
+  m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_from_bin_cts));
+  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_from_bin_tensors));
+
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",
                            "_native_batch_norm_legit_no_training", "_batch_norm_with_update"}) {
@@ -82,6 +91,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const std::string& op : lowered_operators()) {
     m.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
   }
+}
+
+// Histograms' output shapes, so Dynamo can trace them (PyTorch has no meta functions for them).
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct_meta));
+  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_tensor_meta));
+  m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges_meta));
+  m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_from_bin_cts_meta));
+  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_from_bin_tensors_meta));
 }
 
 // Copies resolve lazy conjugate and negative bits themselves (the generic fallbacks for those

@@ -6,14 +6,18 @@
 
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/sum.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 
@@ -119,6 +123,23 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
           std::string("all elements of ") + (name[0] == 's' ? "input" : "target") +
               " should be between 0 and 1");
     }
+  } else if (rule == "histc") {
+    const at::Tensor& x = arg("self")->toTensor();
+    double lo = arg("min")->toScalar().toDouble(), hi = arg("max")->toScalar().toDouble();
+    if (lo == hi && x.numel() > 0) {
+      // The range is the data's own: the CPU refuses NaN or an infinity in it, naming the range
+      // it found (a NaN makes it [nan, nan]; an infinity's other end is not known here).
+      add(x.isnan().any(), 0, 1, false, "torch.histc: range of [nan, nan] is not finite");
+      add(x.isinf().any(), 0, 1, false,
+          "torch.histc: range of [min, max] is not finite: the input holds an infinity");
+    } else {
+      if (lo == hi) {  // an empty input's range [min - 1, max + 1], as the CPU widens it
+        lo -= 1;
+        hi += 1;
+      }
+      TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi,
+                  "] is not finite");
+    }
   } else if (rule == "max_unpool2d" || rule == "max_unpool3d") {
     int64_t plane = 1;
     std::string dims;
@@ -151,6 +172,14 @@ void raise_failed_check(bool index_error, const std::string& message) {
 }
 const bool raiser_installed = (engine::set_assert_raiser(raise_failed_check), true);
 
+// The check's message names the op and the caller's line; its id is the message's.
+void name_check(IndexAssert& a, const std::string& op, const std::string& where) {
+  a.check.message = op + ": " + a.check.message +
+                    (where.empty() ? "" : " (called at " + where + ")") +
+                    "; checked on the device, raised at the next synchronization";
+  a.id = engine::assert_id(a.check);
+}
+
 }  // namespace
 
 std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::FunctionSchema& schema,
@@ -159,11 +188,18 @@ std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::Funct
   std::vector<IndexAssert> asserts = index_bounds(rule, schema, args);
   if (asserts.empty()) return asserts;
   std::string where = python_location ? python_location() : std::string();
-  for (IndexAssert& a : asserts) {
-    a.check.message = schema.name() + ": " + a.check.message +
-                      (where.empty() ? "" : " (called at " + where + ")") +
-                      "; checked on the device, raised at the next synchronization";
-    a.id = engine::assert_id(a.check);
+  for (IndexAssert& a : asserts) name_check(a, schema.name(), where);
+  return asserts;
+}
+
+std::vector<IndexAssert> zero_asserts(
+    const std::string& op, const std::vector<std::pair<at::Tensor, std::string>>& flags) {
+  if (!index_checks.load(std::memory_order_relaxed)) return {};
+  std::string where = python_location ? python_location() : std::string();
+  std::vector<IndexAssert> asserts;
+  for (const auto& [flag, message] : flags) {
+    asserts.push_back({flag, 0, 1, std::nullopt, {false, message}, 0});
+    name_check(asserts.back(), op, where);
   }
   return asserts;
 }

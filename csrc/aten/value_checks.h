@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/device_asserts.h"
@@ -30,6 +31,10 @@ struct IndexAssert {
 // the caller's line), which must never wait while the device's recording lock is held.
 std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::FunctionSchema& schema,
                                        const std::vector<c10::IValue>& args);
+// Checks that each flag (a bool or integer tensor) holds only zeros, else raising its message as a
+// RuntimeError for `op` ("aten::histogram"): for kernels of their own, with no schema to go by.
+std::vector<IndexAssert> zero_asserts(const std::string& op,
+                                      const std::vector<std::pair<at::Tensor, std::string>>& flags);
 // Records them in the op's program.
 void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& asserts);
 // TORCHTPU_INDEX_CHECKS=0 turns those checks off (on by default).

@@ -2,6 +2,8 @@
 // rule reduces over its dimensions and reshapes to it.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -304,6 +306,68 @@ Values nan_to_num(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {r};
 }
 
+// The float64 bit pattern of each element of the float `x`, built from its own bits as a C++
+// cast to double makes it: subnormals kept (XLA's CPU convert flushes them to zero), NaNs
+// quieted with their payload kept.
+Value float64_bits(FunctionBuilder& b, const Value& x) {
+  ElementType t = x.shape.type;
+  if (t == ElementType::kF64) return bitcast(b, x, ElementType::kU64);
+  const int64_t mantissa = t == ElementType::kF32 ? 23 : t == ElementType::kBF16 ? 7 : 10;
+  const int64_t exponent = t == ElementType::kF16 ? 5 : 8;
+  const int64_t bias = (int64_t{1} << (exponent - 1)) - 1;
+  const Dims& d = x.shape.dims;
+  auto k = [&](int64_t value) { return int_full(b, ElementType::kU64, d, value); };
+  auto op = [&](const char* name, const Value& l, const Value& r) { return binary(b, name, l, r); };
+  Value u =
+      convert(b, bitcast(b, x, t == ElementType::kF32 ? ElementType::kU32 : ElementType::kU16),
+              ElementType::kU64);
+  Value sign = op("stablehlo.shift_left",
+                  op("stablehlo.shift_right_logical", u, k(exponent + mantissa)), k(63));
+  Value e = op("stablehlo.and", op("stablehlo.shift_right_logical", u, k(mantissa)),
+               k((int64_t{1} << exponent) - 1));
+  Value m = op("stablehlo.and", u, k((int64_t{1} << mantissa) - 1));
+  Value widen = k(52 - mantissa);
+  Value normal =
+      op("stablehlo.or", op("stablehlo.shift_left", op("stablehlo.add", e, k(1023 - bias)), k(52)),
+         op("stablehlo.shift_left", m, widen));
+  Value nonzero_m = compare(b, m, k(0), "NE");
+  Value quiet = select(b, nonzero_m, op("stablehlo.or", m, k(int64_t{1} << (mantissa - 1))), m);
+  Value special =
+      op("stablehlo.or", k(int64_t{0x7FF} << 52), op("stablehlo.shift_left", quiet, widen));
+  // A subnormal's leading bit p becomes the implicit one: exponent p + 1 - bias - mantissa.
+  Value p = op("stablehlo.subtract", k(63), unary(b, "stablehlo.count_leading_zeros", m));
+  Value subnormal =
+      op("stablehlo.or",
+         op("stablehlo.shift_left", op("stablehlo.add", p, k(1024 - bias - mantissa)), k(52)),
+         op("stablehlo.and", op("stablehlo.shift_left", m, op("stablehlo.subtract", k(52), p)),
+            k((int64_t{1} << 52) - 1)));
+  Value zero_e = compare(b, e, k(0), "EQ");
+  Value top_e = compare(b, e, k((int64_t{1} << exponent) - 1), "EQ");
+  Value bits =
+      select(b, zero_e, select(b, nonzero_m, subnormal, k(0)), select(b, top_e, special, normal));
+  return op("stablehlo.or", sign, bits);
+}
+
+// hash_tensor(self, dim, keepdim, mode): mode 0, the only one, xor-folds each element's 64 bits as
+// the CPU's kernel casts it to uint64: floats through float64's bit pattern, signed integers
+// sign-extended, unsigned ones and bools zero-extended.
+Values hash_tensor(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  int64_t mode = a.i("mode");
+  if (mode != 0) throw std::runtime_error("Unknown hash_tensor mode: " + std::to_string(mode));
+  ElementType t = v[0].shape.type;
+  if (hlo::is_complex(t)) {
+    throw Refused(std::string("\"xor_sum_tpu\" not implemented for '") +
+                  (t == ElementType::kC64 ? "ComplexFloat" : "ComplexDouble") + "'");
+  }
+  Value bits = hlo::is_floating(t) ? float64_bits(b, v[0])
+               : hlo::is_signed_integer(t)
+                   ? bitcast(b, convert(b, v[0], ElementType::kS64), ElementType::kU64)
+                   : convert(b, v[0], ElementType::kU64);
+  Dims axes = reduction_dims(a, "dim", bits.shape.rank());
+  Value r = reduce(b, bits, axes, constant(b, ElementType::kU64, 0), "stablehlo.xor");
+  return {reshape(b, r, out_shape(a))};
+}
+
 // trace(self): the sum of a matrix's diagonal.
 Values trace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
@@ -360,6 +424,7 @@ void register_reduction_rules(Registry& r) {
   r.add("aminmax", aminmax, {"aminmax", "aminmax.out"});
   r.add("nan_to_num", nan_to_num, {"nan_to_num", "nan_to_num.out", "nan_to_num_"});
   r.add("trace", trace, {"trace", "trace.out"});
+  r.add("hash_tensor", hash_tensor, {"hash_tensor", "hash_tensor.out"});
 }
 
 }  // namespace torchtpu::lowering

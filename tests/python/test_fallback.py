@@ -34,13 +34,14 @@ def test_unlowered_op_runs_on_cpu_with_one_warning_and_a_count():
 
 
 def test_fallback_of_out_ops_writes_back_to_tpu():
-    x = torch.tensor([-1.25, 2.5, -3.75], device="tpu")
-    counts = torch.zeros(2, 3, device="tpu")
-    hist, edges = counts[1], torch.empty(0, device="tpu")  # a view: written through its base
-    torch.histogram(x, bins=3, out=(hist, edges))
-    expected = torch.histogram(x.cpu(), bins=3)
-    assert counts.cpu().tolist() == [[0.0, 0.0, 0.0], expected.hist.tolist()]
-    torch.testing.assert_close(edges.cpu(), expected.bin_edges)
+    a = torch.tensor([[2.0, 1.0], [0.0, 3.0]])
+    values = torch.zeros(2, 2, dtype=torch.complex64, device="tpu")
+    vectors = torch.empty(0, dtype=torch.complex64, device="tpu")
+    torch.linalg.eig(a.to("tpu"), out=(values[1], vectors))  # a view: written through its base
+    expected = torch.linalg.eig(a)
+    assert values.cpu()[0].tolist() == [0, 0]
+    torch.testing.assert_close(values.cpu()[1], expected.eigenvalues)
+    torch.testing.assert_close(vectors.cpu(), expected.eigenvectors)
 
 
 def test_fallback_error_policy_raises(fallback_error):

@@ -144,14 +144,8 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_eig": "as _linalg_eigvals",
     "aten::_ctc_loss": NOT_YET + "a loop over time steps masked by each item's length",
     "aten::_ctc_loss_backward": "as _ctc_loss",
-    "aten::histogram.bin_ct": NO_META + "it needs its own kernel",
-    "aten::histogram.bins_tensor": "as histogram.bin_ct",
-    "aten::_histogramdd_bin_edges": "as histogram.bin_ct",
-    "aten::_histogramdd_from_bin_cts": "as histogram.bin_ct",
-    "aten::_histogramdd_from_bin_tensors": "as histogram.bin_ct",
     "aten::segment_reduce": NOT_YET + "ragged segments given by lengths or offsets",
     "aten::_segment_reduce_backward": "as segment_reduce",
-    "aten::hash_tensor.out": NOT_YET + "a bitwise hash reduction of the raw bits",
 }
 
 # Known bugs that kill the interpreter: xfailed without running them. (None at present.)

@@ -34,7 +34,7 @@ OPS = ["abs", "add", "addmm", "amax", "argmax", "bmm", "cat", "cdist", "clamp", 
        "nn.functional.relu", "nn.functional.silu", "nn.functional.smooth_l1_loss", "permute",
        "pow", "reshape", "roll", "scatter_add", "scatter_reduce.amax", "searchsorted", "sigmoid",
        "sin", "softmax", "sort", "split", "stack", "std", "sub", "sum", "tanh", "topk",
-       "transpose", "tril", "var", "where",
+       "transpose", "tril", "var", "where", "histc", "histogram",
        # Linear algebra and FFTs (factorizations lowered as while loops and XLA expanders).
        "cholesky_solve", "linalg.cholesky_ex", "linalg.solve_ex", "linalg.inv_ex",
        "linalg.lu_factor_ex", "linalg.qr", "linalg.eigvalsh", "linalg.svdvals",

@@ -94,3 +94,34 @@ def test_equal_and_printing():
     assert not torch.equal(x, x[:2])
     assert "tensor([[ 3., -1., nan,  2.]" in str(x)
     assert "device='tpu:0'" in str(x)
+
+
+@pytest.mark.parametrize("values,dtype", [
+    ([True, False, True], torch.bool),
+    ([-1, 7, -128, 3], torch.int8),
+    ([255, 1, 128], torch.uint8),
+    ([2**63 - 1, -2**63, -5], torch.int64),
+    ([float("nan"), -0.0, float("inf"), -float("inf"), 1e-40, -3e-45, 2.5], torch.float32),
+    ([1.5, -2.25, 1e300], torch.float64),
+    ([0.1, -3.0, 1e-39, float("nan")], torch.bfloat16),
+    ([1e-6, -6e-8, 65504.0, -float("inf")], torch.float16),
+], ids=["bool", "int8", "uint8", "int64", "float32_special", "float64", "bfloat16", "float16"])
+def test_hash_tensor_gives_the_cpus_bits(values, dtype):
+    x = torch.tensor(values, dtype=dtype)
+    same(lambda d: torch.hash_tensor(x.to(d)))
+
+
+def test_hash_tensor_dims_keepdim_empty_out_and_errors():
+    x = torch.arange(-6, 6, dtype=torch.int32).reshape(3, 4)
+    same(lambda d: torch.hash_tensor(x.to(d), dim=1))
+    same(lambda d: torch.hash_tensor(x.t().to(d), dim=[0, 1], keepdim=True))
+    same(lambda d: torch.hash_tensor(torch.zeros(0, 3, device=d), dim=1))
+    same(lambda d: torch.hash_tensor(x.to(d), dim=0,
+                                     out=torch.empty(0, dtype=torch.uint64, device=d)))
+    with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+        torch.hash_tensor(torch.zeros(0, 3, device="tpu"), dim=0)
+    with pytest.raises(RuntimeError, match="Unknown hash_tensor mode: 1"):
+        torch.hash_tensor(x.to("tpu"), mode=1)
+    with pytest.raises(NotImplementedError, match="\"xor_sum_tpu\" not implemented for "
+                                                  "'ComplexFloat'"):
+        torch.hash_tensor(torch.ones(2, dtype=torch.complex64, device="tpu"))
