@@ -92,8 +92,8 @@ class _Host:
         until the device has read it)."""
         for i in range(len(self.tensors)) if indices is None else indices:
             t = self.tensors[i]
-            if _is_tpu(t) and t.numel():
-                t.copy_(self.views[i], non_blocking=True)
+            if _is_tpu(t) and t.numel():  # detach: a received leaf may require grad (pipelining)
+                t.detach().copy_(self.views[i], non_blocking=True)
 
 
 def _upload_all(hosts):
@@ -467,7 +467,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
             o = 0
             for out, inp in zip(outputs, inputs):
                 n = inp.numel()
-                out.copy_(gathered[:, o:o + n].reshape(out.shape))
+                out.detach().copy_(gathered[:, o:o + n].reshape(out.shape))
                 o += n
         return self._work("all_gather_into_tensor_coalesced", inner, finish, list(outputs))
 
