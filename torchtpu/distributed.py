@@ -19,14 +19,19 @@ reducer) reach its methods through that class's virtual overrides.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import socket
 import threading
+import time
+import zlib
 
 import torch
 import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
+
+from .eager import get_eager_mode
 
 NAME = "tpu"
 _RedOp = ReduceOp.RedOpType
@@ -88,12 +93,12 @@ class _Host:
         return next(iter(self.flats.values()))
 
     def upload(self, indices=None) -> None:
-        """Copies the host values back into the tpu tensors (non_blocking: the pinned buffer lives
-        until the device has read it)."""
+        """Copies the host values back into the tensors (into tpu ones non_blocking: the pinned
+        buffer lives until the device has read it)."""
         for i in range(len(self.tensors)) if indices is None else indices:
-            t = self.tensors[i]
-            if _is_tpu(t) and t.numel():  # detach: a received leaf may require grad (pipelining)
-                t.detach().copy_(self.views[i], non_blocking=True)
+            t, v = self.tensors[i], self.views[i]
+            if t.numel() and v is not t:  # detach: a received leaf may require grad (pipelining)
+                t.detach().copy_(v, non_blocking=_is_tpu(t))
 
 
 def _upload_all(hosts):
@@ -108,12 +113,16 @@ def _upload_all(hosts):
 
 
 class _Work(dist._Work):
-    """A collective in flight: gloo's Work on the host tensors, then `finish` (the copy back into
-    the tpu tensors), run once, by wait() or when the future completes."""
+    """A collective in flight: gloo's Works on the host tensors (`inner`: one, a list, or None),
+    or our own Works it stands for (`parts`), then `finish` (the copy back into the tpu tensors),
+    run once, by wait(), is_completed() or when the future completes."""
 
-    def __init__(self, pg: ProcessGroupTPU, what: str, inner, finish=None, result=None):
+    def __init__(self, pg: ProcessGroupTPU, what: str, inner, finish=None, result=None,
+                 parts=()):
         super().__init__()
-        self._pg, self._what, self._inner, self._finish = pg, what, inner, finish
+        self._pg, self._what, self._finish = pg, what, finish
+        self._inners = [] if inner is None else inner if isinstance(inner, list) else [inner]
+        self._parts = list(parts)
         self._result = [] if result is None else result
         self._lock = threading.Lock()
         self._finished = False
@@ -140,28 +149,26 @@ class _Work(dist._Work):
                 self._error = self._pg._failure(self._what, error)
         raise self._error from error
 
-    def _wait_inner(self, timeout) -> None:
-        if self._inner is None:
-            return
-        try:
-            if timeout is None or timeout == datetime.timedelta(0):
-                self._inner.wait()
-            else:
-                self._inner.wait(timeout)
-        except RuntimeError as e:
-            self._fail(e)
-
     def wait(self, timeout=None) -> bool:
         if self._error is not None:
             raise self._error
-        self._wait_inner(timeout)
+        for w in self._parts:
+            w.wait(timeout)
+        for w in self._inners:
+            try:
+                if timeout is None or timeout == datetime.timedelta(0):
+                    w.wait()
+                else:
+                    w.wait(timeout)
+            except RuntimeError as e:
+                self._fail(e)
         self._complete()
         return True
 
     def is_completed(self) -> bool:
         """Whether the results are in place (the copy back is done here once gloo is)."""
-        if not (self._finished or self._error is not None) and (
-                self._inner is None or self._inner.is_completed()):
+        if not (self._finished or self._error is not None) and all(
+                w.is_completed() for w in self._inners + self._parts):
             try:
                 self.wait()
             except RuntimeError:
@@ -169,8 +176,7 @@ class _Work(dist._Work):
         return self._finished or self._error is not None
 
     def is_success(self) -> bool:
-        return self.is_completed() and self._error is None and (
-            self._inner is None or self._inner.is_success())
+        return self.is_completed() and self._error is None
 
     def exception(self):
         return self._error
@@ -180,7 +186,7 @@ class _Work(dist._Work):
         return self._result
 
     def source_rank(self) -> int:
-        return self._inner.source_rank()
+        return self._inners[0].source_rank()
 
     def synchronize(self) -> None:
         self.wait()
@@ -193,24 +199,36 @@ class _Work(dist._Work):
                               if isinstance(t, torch.Tensor) and t.device.type != "cpu"})
             fut = torch.futures.Future(devices=devices or None)
             self._future = fut
+        waiting = [w.get_future() for w in self._inners + self._parts]
+        left = [len(waiting)]
+        lock = threading.Lock()
 
-        def done(inner_future=None):
+        def done():
             try:
-                if inner_future is not None:
+                for f in waiting:
                     try:
-                        inner_future.value()  # raises gloo's error (never wait() in its callback)
+                        f.value()  # raises gloo's error (never wait() in its callback)
                     except RuntimeError as e:
-                        self._fail(e)
+                        if self._error is None:
+                            self._fail(e)
+                        raise
                 self._complete()
             except BaseException as e:  # noqa: BLE001  (handed to the future's waiters)
                 fut.set_exception(e)
                 return
             fut.set_result(self._result)
 
-        if self._inner is None:
+        def one_done(_):
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                done()
+
+        for f in waiting:
+            f.add_done_callback(one_done)
+        if not waiting:
             done()
-        else:
-            self._inner.get_future().add_done_callback(done)
         return fut
 
 
@@ -250,6 +268,51 @@ def _average(views, size: int) -> None:
 # The process group
 
 
+_LOST_PEER = ("connection", "timed out", "timeout", "closed", "reset", "broken pipe")
+_SIGNATURE_BYTES = 1024
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
+def _signature(tensors) -> list:
+    return [[str(t.dtype).removeprefix("torch."), list(t.shape)] for t in tensors]
+
+
+def _disagreement(ranks) -> str | None:
+    """What is wrong with the ranks' [collective, signature, splits], or None."""
+    if any(r[:2] != ranks[0][:2] for r in ranks):
+        return "the ranks called different collectives, or on different tensors"
+    if ranks[0][2] is not None:  # all_to_all: what r sends to j, j must receive from r
+        for r, (_, _, (sends, _)) in enumerate(ranks):
+            for j, (_, _, (_, recvs)) in enumerate(ranks):
+                if sends[j] != recvs[r]:
+                    return (f"rank {r} sends {sends[j]} elements to rank {j}, which expects "
+                            f"{recvs[r]}")
+    return None
+
+
+def _splits(n: int, splits, size: int) -> list[int]:
+    """All-to-all split sizes in elements (even splits when none are given)."""
+    if not splits:
+        return [n // size] * size
+    rows = sum(splits)
+    return [s * (n // rows if rows else 0) for s in splits]
+
+
 def _opts(cls, given, **fields):
     """gloo's options for a collective: `given`'s timeout, and `fields`."""
     opts = cls()
@@ -258,6 +321,11 @@ def _opts(cls, given, **fields):
     for k, v in fields.items():
         setattr(opts, k, v)
     return opts
+
+
+def _op_name(opts) -> str:
+    op = _op_of(opts)
+    return str(op.op if isinstance(op, ReduceOp) else op).rpartition(".")[2]
 
 
 def _op_of(opts):
@@ -304,36 +372,65 @@ class ProcessGroupTPU(dist.ProcessGroup):
     # -- failures ------------------------------------------------------------------------------
 
     def _dead_ranks(self) -> list[int]:
+        """The other ranks on this host whose process has exited (or is exiting: a zombie)."""
         here = socket.gethostname()
         dead = []
         for r, who in enumerate(self._peers):
             host, _, pid = who.rpartition(":")
-            if r == self._rank or host != here:
-                continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
+            if r != self._rank and host == here and not _running(int(pid)):
                 dead.append(r)
-            except PermissionError:
-                pass
         return dead
 
     def _failure(self, what: str, error: BaseException) -> BaseException:
+        """gloo's error, naming the collective, this rank, and the ranks that have exited."""
+        message = str(error)
+        if not any(w in message.lower() for w in _LOST_PEER):
+            return RuntimeError(f"torchtpu: {what} failed on rank {self._rank}: {message}")
         dead = self._dead_ranks()
+        for _ in range(20):  # a peer's socket closes a moment before its process is gone
+            if dead:
+                break
+            time.sleep(0.05)
+            dead = self._dead_ranks()
         if dead:
             cause = (f"rank{'s' if len(dead) > 1 else ''} {', '.join(map(str, dead))} "
                      f"{'have' if len(dead) > 1 else 'has'} exited")
         else:
-            cause = (f"no rank has exited; another rank may not have called it, or called a "
-                     f"different collective (timeout {self._timeout})")
+            cause = (f"no rank on this host has exited: one did not call it within the "
+                     f"timeout ({self._timeout}), called another collective, or is on another "
+                     f"host")
         return dist.DistBackendError(
             f"torchtpu: {what} failed on rank {self._rank} of {self._size}: {cause}. "
-            f"gloo: {error}")
+            f"gloo: {message}")
 
-    def _work(self, name: str, inner, finish=None, result=None) -> _Work:
+    # -- the debug check: every rank calls the same collective on matching tensors --------------
+
+    def _agree(self, what: str, sig, splits=None) -> None:
+        """In debug mode (TORCHTPU_EAGER_MODE=debug, or TORCH_DISTRIBUTED_DEBUG=DETAIL), one small
+        gloo all_gather of each rank's collective and tensor signature before the collective:
+        on a mismatch every rank raises the same error, and the group stays usable. Without it
+        gloo does not check sizes: a rank receiving more than it expects aborts (its peers then
+        fail, naming it), one receiving less waits until the timeout."""
+        if get_eager_mode() != "debug" and dist.get_debug_level() != dist.DebugLevel.DETAIL:
+            return
+        mine = json.dumps([what, sig, splits]).encode()
+        if len(mine) > _SIGNATURE_BYTES:
+            mine = json.dumps([what, f"crc {zlib.crc32(mine)}", None]).encode()
+        buf = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
+        buf[:len(mine)] = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
+        everyone = torch.empty(self._size, _SIGNATURE_BYTES, dtype=torch.uint8)
+        self._gloo._allgather_base(everyone.view(-1), buf).wait()
+        ranks = [json.loads(bytes(row[row != 0].tolist()).decode()) for row in everyone]
+        problem = _disagreement(ranks)
+        if problem:
+            shown = "; ".join(f"rank {r}: {w} of {s}" for r, (w, s, _) in enumerate(ranks))
+            raise RuntimeError(f"torchtpu: collective #{self._seq + 1} of this group: {problem} "
+                               f"({shown})")
+
+    def _work(self, name: str, inner, finish=None, result=None, parts=()) -> _Work:
         self._seq += 1
         work = _Work(self, f"{name} (collective #{self._seq} of this group)", inner, finish,
-                     result)
+                     result, parts)
         if self._coalesced is not None:
             self._coalesced.append(work)
         return work
@@ -357,12 +454,14 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
+        self._agree(f"all_reduce {_op_name(opts)}", _signature(tensors))
         _check_dense(tensors, "input")
         host = _Host(tensors, download=True)
         return self._reduced("all_reduce", tensors, host, host, opts, lambda op: self._gloo.allreduce(
             host.views, _opts(dist.AllreduceOptions, opts, reduceOp=op)))
 
     def allreduce_coalesced(self, tensors, opts=None):
+        self._agree(f"all_reduce_coalesced {_op_name(opts)}", _signature(tensors))
         _check_dense(tensors, "input")
         host = _Host(tensors, download=True)
         flat = host.flat
@@ -375,6 +474,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return self._reduced("all_reduce_coalesced", tensors, host, host, opts, launch)
 
     def reduce(self, tensors, opts=None):
+        self._agree(f"reduce {_op_name(opts)} to {opts.rootRank}", _signature(tensors))
         _check_dense(tensors, "input")
         root = opts.rootRank == self._rank
         host = _Host(tensors, download=True)
@@ -389,6 +489,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
         opts = opts if opts is not None else dist.BroadcastOptions()
+        self._agree(f"broadcast from {opts.rootRank}", _signature(tensors))
         _check_dense(tensors, "input")
         root = opts.rootRank == self._rank
         host = _Host(tensors, download=root)
@@ -397,6 +498,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return self._work("broadcast", inner, None if root else host.upload, list(tensors))
 
     def scatter(self, outputs, input_lists, opts=None):
+        self._agree(f"scatter from {opts.rootRank}", _signature(outputs))
         _check_dense(outputs, "output")
         host_out = _Host(outputs, download=False)
         host_in = [_Host(ts, download=True) for ts in input_lists]
@@ -414,12 +516,14 @@ class ProcessGroupTPU(dist.ProcessGroup):
                           [t for ts in output_lists for t in ts])
 
     def gather(self, output_lists, inputs, opts=None):
+        self._agree(f"gather to {opts.rootRank}", _signature(inputs))
         return self._into_lists("gather", output_lists, inputs, lambda outs, ins: self._gloo.gather(
             outs, ins, _opts(dist.GatherOptions, opts, rootRank=opts.rootRank)))
 
     # -- all_gather ----------------------------------------------------------------------------
 
     def all_gather_single(self, output, input, opts=None):
+        self._agree("all_gather_into_tensor", _signature([input]))
         _check_dense([output, input], "all_gather")
         host_in = _Host([input], download=True)
         host_out = _Host([output], download=False)
@@ -430,6 +534,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
     _allgather_base = all_gather_single
 
     def allgather(self, output_lists, inputs, opts=None):
+        self._agree("all_gather", _signature(inputs))
         _check_dense(inputs, "input")
         host_in = _Host(inputs, download=True)
         (outputs,) = output_lists
@@ -445,6 +550,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return self._work("all_gather", inner, host_out.upload, list(outputs))
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
+        self._agree("all_gather_coalesced", _signature(inputs))
         return self._into_lists(
             "all_gather_coalesced", output_lists, inputs,
             lambda outs, ins: self._gloo.allgather_coalesced(outs, ins,
@@ -453,6 +559,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         """Each output i gathers every rank's input i: one gloo all_gather of all the inputs in
         one buffer, each output read back from its column of the result."""
+        self._agree("all_gather_into_tensor_coalesced", _signature(inputs))
         _check_dense(inputs + outputs, "all_gather")
         host_in = _Host(inputs, download=True)
         flat = host_in.flat
@@ -476,6 +583,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
     # -- reduce_scatter ------------------------------------------------------------------------
 
     def reduce_scatter_single(self, output, input, opts=None):
+        self._agree(f"reduce_scatter_tensor {_op_name(opts)}", _signature([input]))
         _check_dense([output, input], "reduce_scatter")
         host_in = _Host([input], download=True)
         host_out = _Host([output], download=False)
@@ -489,6 +597,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         (inputs,) = input_lists
+        self._agree(f"reduce_scatter {_op_name(opts)}", _signature(inputs))
         _check_dense(inputs + list(outputs), "reduce_scatter")
         host_in = _Host(inputs, download=True)
         host_out = _Host(outputs, download=False)
@@ -506,29 +615,29 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return self._reduced("reduce_scatter", outputs, host_in, host_out, opts, launch)
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
-        """reduce_scatter of several tensors as one gloo all_reduce of all of them in one buffer,
-        each output then read from its rank's slice (gloo's own reduce_scatter is an all_reduce
-        too, so the values are the same)."""
+        """reduce_scatter of several tensors, staged in one host buffer: one gloo all_reduce
+        per tensor, each output then read from its rank's slice (gloo's own reduce_scatter is
+        that all_reduce, so the values are its values, bitwise)."""
+        self._agree(f"reduce_scatter_tensor_coalesced {_op_name(opts)}", _signature(inputs))
         _check_dense(inputs + outputs, "reduce_scatter")
         host = _Host(inputs, download=True)
-        flat = host.flat
-        if flat is None:
-            works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
-            return self._group_work("reduce_scatter_tensor_coalesced", works)
-        mine = [v.reshape(self._size, -1)[self._rank].view(o.shape)
-                for v, o in zip(host.views, outputs)]
-        picked = _Host([], download=False)
-        picked.tensors, picked.views = list(outputs), mine
+        mine = _Host([], download=False)
+        mine.tensors = list(outputs)
+        mine.views = [v.reshape(self._size, -1)[self._rank].view(o.shape)
+                      for v, o in zip(host.views, outputs)]
         return self._reduced(
-            "reduce_scatter_tensor_coalesced", outputs, host, picked, opts,
-            lambda op: self._gloo.allreduce([flat], _opts(dist.AllreduceOptions, opts,
-                                                          reduceOp=op)))
+            "reduce_scatter_tensor_coalesced", outputs, host, mine, opts,
+            lambda op: [self._gloo.allreduce([v], _opts(dist.AllreduceOptions, opts, reduceOp=op))
+                        for v in host.views])
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     # -- all_to_all ----------------------------------------------------------------------------
 
     def all_to_all_single(self, output, input, output_splits, input_splits, opts=None):
+        self._agree("all_to_all_single", [str(input.dtype), list(input.shape[1:])],
+                    [_splits(input.numel(), input_splits, self._size),
+                     _splits(output.numel(), output_splits, self._size)])
         _check_dense([output, input], "all_to_all")
         host_in = _Host([input], download=True)
         host_out = _Host([output], download=False)
@@ -539,6 +648,8 @@ class ProcessGroupTPU(dist.ProcessGroup):
     alltoall_base = all_to_all_single
 
     def alltoall(self, outputs, inputs, opts=None):
+        self._agree("all_to_all", [str(t.dtype) for t in inputs[:1]],
+                    [[t.numel() for t in inputs], [t.numel() for t in outputs]])
         _check_dense(inputs + outputs, "all_to_all")
         host_in = _Host(inputs, download=True)
         host_out = _Host(outputs, download=False)
@@ -576,6 +687,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
     # -- barrier, coalescing -------------------------------------------------------------------
 
     def barrier(self, opts=None):
+        self._agree("barrier", [])
         return self._work("barrier", self._gloo.barrier(_opts(dist.BarrierOptions, opts)))
 
     def _group_work(self, name: str, works) -> _Work:
@@ -586,7 +698,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         if self._coalesced is not None:  # the parts stand for themselves there
             for w in works:
                 self._coalesced.remove(w)
-        return self._work(name, None, finish, [t for w in works for t in w._result])
+        return self._work(name, None, finish, [t for w in works for t in w._result], works)
 
     def _start_coalescing(self, device) -> None:
         if self._coalesced is not None:

@@ -3,6 +3,7 @@ and dtype against gloo on CPU tensors with the same inputs, bitwise; a short 4-r
 die, hang or disagree on shapes. Process start-up dominates the time, so each group of ranks is
 started once (a module fixture) and runs all its checks; one test per check reads its outcome."""
 
+import datetime
 import json
 import os
 import socket
@@ -17,6 +18,8 @@ import torch.distributed._functional_collectives as funcol
 import torch.multiprocessing as mp
 from conftest import sample
 from torch.distributed import ReduceOp
+
+import torchtpu
 
 R = ReduceOp
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
@@ -205,8 +208,7 @@ def _functional(dev, group, rank, world):
     out = [funcol.all_reduce(x, "sum", group),
            funcol.all_gather_tensor(x, 0, group),
            funcol.reduce_scatter_tensor(x, "sum", 0, group),
-           funcol.all_to_all_single(x, [1, 3] if rank else [3, 1], [1, 3] if rank else [3, 1],
-                                    group),
+           funcol.all_to_all_single(x.repeat(world), [4] * world, [4] * world, group),
            funcol.broadcast(x, 1, group),
            *funcol.all_reduce_coalesced([x, x * 2], "max", group),
            *funcol.all_gather_into_tensor_coalesced([x, x[:2]], group),
@@ -283,6 +285,76 @@ def _device_mesh(group, rank, world):
     assert x.cpu().tolist() == [sum(range(world))] * 2
 
 
+@own
+def _backend_strings(group, rank, world):
+    for spec in ("tpu:tpu,cpu:gloo", "cpu:gloo,tpu:tpu"):
+        g = dist.new_group(backend=spec)
+        assert type(g).__name__ == "ProcessGroupTPU", type(g)
+        x, c = torch.ones(2, device="tpu"), torch.ones(2)
+        dist.all_reduce(x, group=g)
+        dist.all_reduce(c, group=g)
+        assert x.cpu().tolist() == c.tolist() == [2.0, 2.0]
+
+
+# Failures, run last (the last one ends rank 1).
+
+FAILURES = {}
+
+
+def failure(fn):
+    FAILURES[fn.__name__.lstrip("_")] = fn
+    return fn
+
+
+@failure
+def _mismatched_shapes_raise_on_every_rank(group, rank, world):
+    with torchtpu.eager_mode("debug"):  # the check's switch (or TORCH_DISTRIBUTED_DEBUG=DETAIL)
+        with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce SUM of "
+                           r"\[\['float32', \[4\]\]\]; rank 1: all_reduce SUM of \[\['float32', \[5\]"):
+            dist.all_reduce(torch.ones(4 + rank, device="tpu"), group=group)
+        with pytest.raises(RuntimeError, match="different collectives"):
+            if rank == 0:
+                dist.all_reduce(torch.ones(3, device="tpu"), group=group)
+            else:
+                dist.broadcast(torch.ones(3, device="tpu"), 0, group=group)
+        sends, recvs = ([1, 2], [1, 2]) if rank == 0 else ([1, 1], [2, 1])
+        with pytest.raises(RuntimeError, match="rank 1 sends 1 elements to rank 0, which "
+                                               "expects 2"):
+            dist.all_to_all_single(torch.zeros(sum(recvs), device="tpu"),
+                                   torch.ones(sum(sends), device="tpu"), recvs, sends,
+                                   group=group)
+    x = torch.ones(3, device="tpu")
+    dist.all_reduce(x, group=group)  # the group still works
+    assert x.cpu().tolist() == [2.0] * 3
+
+
+@failure
+def _silent_rank_fails_the_others_at_the_timeout(group, rank, world):
+    g = dist.new_group(backend="tpu", timeout=datetime.timedelta(seconds=2))
+    if rank == 0:
+        t0 = time.monotonic()
+        with pytest.raises(dist.DistBackendError, match=r"all_reduce \(collective #1 of this "
+                           r"group\) failed on rank 0 of 2: no rank on this host has exited"):
+            dist.all_reduce(torch.ones(2, device="tpu"), group=g)
+        assert time.monotonic() - t0 < 20
+    dist.barrier(group=group)
+
+
+@failure
+def _killed_rank_fails_the_others(group, rank, world):
+    g = dist.new_group(backend="tpu", timeout=datetime.timedelta(seconds=120))
+    dist.barrier(group=g)
+    if rank == 1:
+        _RESULTS["killed_rank_fails_the_others"] = None
+        _save()
+        os._exit(3)
+    t0 = time.monotonic()
+    with pytest.raises(dist.DistBackendError, match=r"all_reduce \(collective #2 of this group\) "
+                       r"failed on rank 0 of 2: rank 1 has exited"):
+        dist.all_reduce(torch.ones(1 << 16, device="tpu"), group=g)
+    assert time.monotonic() - t0 < 60
+
+
 # ----------------------------------------------------------------------------------------------
 # The processes
 
@@ -301,43 +373,84 @@ def _compare(got, expected):
         assert torch.equal(g, e), f"tpu {g} != gloo {e}"
 
 
-def _run_checks(rank, world, results):
+_RESULTS: dict = {}  # in a worker: check name -> None, or the traceback of its failure
+_OUT: list = []  # in a worker: the file its results go to
+
+
+def _save():
+    with open(_OUT[0], "w") as f:
+        json.dump(_RESULTS, f)
+
+
+def _record(name, fn, *args):
+    try:
+        fn(*args)
+        _RESULTS[name] = None
+    except Exception:  # noqa: BLE001  (reported by the test of this check)
+        _RESULTS[name] = traceback.format_exc()
+
+
+def _run_checks(rank, world, same, own, failures=()):
     tpu_group = dist.distributed_c10d._get_default_group()
     gloo_group = dist.new_group(backend="gloo")
-    for name, fn in SAME.items():
-        try:
-            _compare(fn("tpu", tpu_group, rank, world), fn("cpu", gloo_group, rank, world))
-            results[name] = None
-        except Exception:  # noqa: BLE001  (reported by the test of this check)
-            results[name] = traceback.format_exc()
-    for name, fn in OWN.items():
-        try:
-            fn(tpu_group, rank, world)
-            results[name] = None
-        except Exception:  # noqa: BLE001
-            results[name] = traceback.format_exc()
+    for name in same:
+        fn = SAME[name]
+        _record(name, lambda fn=fn: _compare(fn("tpu", tpu_group, rank, world),
+                                             fn("cpu", gloo_group, rank, world)))
+    for name in own:
+        _record(name, OWN[name], tpu_group, rank, world)
+    for name in failures:
+        _record(name, FAILURES[name], tpu_group, rank, world)
 
 
 def _worker(rank, world, port, job, out_dir):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world))
-    results = {}
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    _OUT.append(os.path.join(out_dir, f"{rank}.json"))
     try:
-        JOBS[job](rank, world, results)
+        JOBS[job](rank, world)
     except Exception:  # noqa: BLE001
-        results["job"] = traceback.format_exc()
-    with open(os.path.join(out_dir, f"{rank}.json"), "w") as f:
-        json.dump(results, f)
+        _RESULTS["job"] = traceback.format_exc()
+    _save()
     if dist.is_initialized():
         dist.destroy_process_group()
 
 
-def _job_two(rank, world, results):
+def _job_two(rank, world):
     dist.init_process_group("tpu", rank=rank, world_size=world)
-    _run_checks(rank, world, results)
+    _run_checks(rank, world, SAME, OWN, FAILURES)
 
 
-JOBS = {"two": _job_two}
+FOUR_SAME = ["all_reduce-SUM-torch.float32", "all_reduce-PRODUCT-torch.bfloat16",
+             "broadcast-torch.int64", "all_gather_into_tensor-torch.float16",
+             "reduce_scatter_tensor-torch.float32", "all_to_all_single-torch.int32",
+             "coalescing_manager", "functional"]
+
+
+def _mesh_2x2(group, rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    x = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(x, group=mesh.get_group("tp"))  # ranks {0, 1} and {2, 3}
+    assert x.cpu().tolist() == [1.0 + 4 * (rank // 2)] * 2, x
+    y = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(y, group=mesh.get_group("dp"))  # ranks {0, 2} and {1, 3}
+    assert y.cpu().tolist() == [2.0 + 2 * (rank % 2)] * 2, y
+
+
+def _job_four(rank, world):
+    dist.init_process_group()  # no backend: the one of the accelerator, "tpu"
+    _record("default_backend_is_tpu", lambda: _check_equal(
+        type(dist.distributed_c10d._get_default_group()).__name__, "ProcessGroupTPU"))
+    _record("mesh_2x2", _mesh_2x2, None, rank, world)
+    _run_checks(rank, world, FOUR_SAME, [])
+
+
+def _check_equal(got, expected):
+    assert got == expected, (got, expected)
+
+
+JOBS = {"two": _job_two, "four": _job_four}
 
 
 def _spawn(job, world, tmp_path_factory, timeout=240):
@@ -365,19 +478,46 @@ def _spawn(job, world, tmp_path_factory, timeout=240):
     return results, [p.exitcode for p in procs]
 
 
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    results, codes = _spawn("two", 2, tmp_path_factory)
-    assert all(r is not None for r in results), f"a rank died: exit codes {codes}"
+def _ranks(job, world, tmp_path_factory, exit_codes):
+    results, codes = _spawn(job, world, tmp_path_factory)
+    assert codes == exit_codes, f"exit codes {codes}"
     for r in results:
         assert r.get("job") is None, r["job"]
     return results
 
 
-@pytest.mark.parametrize("check", list(SAME) + list(OWN))
-def test_two_ranks(two_ranks, check):
-    for rank, results in enumerate(two_ranks):
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    return _ranks("two", 2, tmp_path_factory, [0, 3])  # rank 1 ends itself in the last check
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory):
+    return _ranks("four", 4, tmp_path_factory, [0, 0, 0, 0])
+
+
+def _assert_passed(ranks, check):
+    for rank, results in enumerate(ranks):
+        assert check in results, f"rank {rank} did not run {check}"
         assert results[check] is None, f"rank {rank}:\n{results[check]}"
+
+
+@pytest.mark.parametrize("check", list(SAME) + list(OWN) + list(FAILURES))
+def test_two_ranks(two_ranks, check):
+    _assert_passed(two_ranks, check)
+
+
+@pytest.mark.parametrize("check", ["default_backend_is_tpu", "mesh_2x2"] + FOUR_SAME)
+def test_four_ranks(four_ranks, check):
+    _assert_passed(four_ranks, check)
+
+
+def test_registration():
+    assert "tpu" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["tpu"] == "tpu"
+    assert dist.Backend.backend_capability["tpu"] == ["tpu"]
+    assert dist.Backend._plugins["TPU"].extended_api
+    assert torch._utils._get_available_device_type() == "tpu"
 
 
 if __name__ == "__main__":
