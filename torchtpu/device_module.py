@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -106,6 +107,10 @@ class _DeviceProperties:
         self.pjrt_api_version = _C._pjrt_api_version()
         self.plugin = _C._plugin_path()
         self.total_memory = stats.get("bytes_limit")
+        if self.total_memory is None and self.platform == "cpu":
+            # The CPU plugin reports no limit; its buffers are host memory. Recipes divide by
+            # total_memory (TorchTitan's memory monitor), as they may with CUDA's.
+            self.total_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         # What the plugin says about this device: PJRT ids, strings, and its own attributes.
         self.id = description["id"]
         self.process_index = description["process_index"]

@@ -1,5 +1,7 @@
 """torch.tpu, torch.accelerator and the generated Tensor/Module methods."""
 
+import os
+
 import pytest
 import torch
 
@@ -22,6 +24,8 @@ def test_device_count_and_name_come_from_the_plugin():
     assert props.platform == "cpu"
     assert props.pjrt_api_version == "0.81"
     assert torchtpu.plugin()["path"].endswith("xla_cpu_pjrt.so")
+    # The CPU plugin reports no memory limit: its device memory is the host's.
+    assert props.total_memory == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def test_device_properties_show_what_the_plugin_reports():
