@@ -210,6 +210,11 @@ def reset_peak_memory_stats(device: Any = None) -> None:
     _C._reset_peak_memory_stats(_index(device))
 
 
+def empty_cache() -> None:
+    """Nothing to release: torchtpu keeps no pool of freed device memory (a storage's PJRT
+    buffer is freed with it). Present because scripts written for CUDA call it."""
+
+
 def get_amp_supported_dtype() -> list:
     return [torch.float16, torch.bfloat16]
 

@@ -21,6 +21,7 @@ def _free_port() -> int:
 def check(results: dict, name: str, fn, *args):
     """Runs fn(*args), recording under `name` whether it passed; returns its value (None when it
     raised, so later checks that need it fail on their own)."""
+    start = time.perf_counter()
     try:
         value = fn(*args)
         results[name] = None
@@ -28,6 +29,8 @@ def check(results: dict, name: str, fn, *args):
     except Exception:  # noqa: BLE001  (reported by the test of this check)
         results[name] = traceback.format_exc()
         return None
+    finally:
+        results.setdefault("seconds", {})[name] = round(time.perf_counter() - start, 2)
 
 
 def run_checks(results: dict, checks: dict, *args) -> None:
@@ -78,6 +81,7 @@ def spawn(job, world: int, out_dir: str, timeout: float = 240) -> list[dict]:
     assert all(r is not None for r in results), f"a rank died: exit codes {codes}"
     for r in results:
         assert r.get("job") is None, r["job"]
+    print(f"seconds per check on rank 0: {results[0].get('seconds')}")  # shown by pytest -s
     return results
 
 

@@ -60,6 +60,14 @@ def test_device_properties_read_a_tpu_plugins_place(monkeypatch):
     assert props.attributes["coords"] == "1,0,2"
 
 
+def test_empty_cache_keeps_live_tensors():
+    x = torch.arange(6.0, device="tpu")
+    before = torch.tpu.memory_allocated()
+    torch.tpu.empty_cache()
+    assert torch.tpu.memory_allocated() == before
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
 def test_current_device_and_set_device():
     assert torch.tpu.current_device() == 0
     torch.tpu.set_device("tpu:0")

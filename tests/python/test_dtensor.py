@@ -1,10 +1,14 @@
 """DTensor and tensor parallelism on tpu: 4 real processes on a 2-D init_device_mesh("tpu", (2, 2)).
 
-One group of ranks runs every check in sequence (starting processes is the slow part); each check
-compares against the same computation on the CPU in the rank itself.
+One group of ranks runs every check in sequence (starting processes is the slow part), the last
+being two steps of examples/train_llama.py (FSDP2 + tensor parallel); each check compares against
+the same computation on the CPU in the rank itself.
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 import pytest
 import torch
@@ -17,6 +21,7 @@ import torchtpu
 
 WORLD = 4
 STEPS = 10
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 
 
 def _mesh():
@@ -200,12 +205,22 @@ def _tensor_parallel(mesh, rank):
                                    rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
 
 
+def _train_llama(mesh, rank):
+    """examples/train_llama.py's FSDP2 + tensor-parallel run against its one-process CPU run."""
+    sys.path.insert(0, EXAMPLES)
+    import train_llama
+
+    losses = train_llama.train("tpu", 2, mesh_shape=(2, 2))
+    torch.testing.assert_close(losses, train_llama.train("cpu", 2), rtol=1e-4, atol=1e-5)
+
+
 def _no_fallback(mesh, rank):
     assert torchtpu.metrics()["cpu_fallbacks"] == {}, torchtpu.metrics()["cpu_fallbacks"]
 
 
 CHECKS = {"distribute": _distribute, "redistribute": _redistribute, "ops": _ops,
-          "tensor_parallel": _tensor_parallel, "no_fallback": _no_fallback}
+          "tensor_parallel": _tensor_parallel, "train_llama": _train_llama,
+          "no_fallback": _no_fallback}
 
 
 def _job(rank, world, results):
