@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -106,6 +107,10 @@ class _DeviceProperties:
         self.pjrt_api_version = _C._pjrt_api_version()
         self.plugin = _C._plugin_path()
         self.total_memory = stats.get("bytes_limit")
+        if self.total_memory is None and self.platform == "cpu":
+            # The CPU plugin reports no limit; its buffers are host memory. Recipes divide by
+            # total_memory (TorchTitan's memory monitor), as they may with CUDA's.
+            self.total_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         # What the plugin says about this device: PJRT ids, strings, and its own attributes.
         self.id = description["id"]
         self.process_index = description["process_index"]
@@ -203,6 +208,11 @@ def max_memory_allocated(device: Any = None) -> int:
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     _C._reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Nothing to release: torchtpu keeps no pool of freed device memory (a storage's PJRT
+    buffer is freed with it). Present because scripts written for CUDA call it."""
 
 
 def get_amp_supported_dtype() -> list:

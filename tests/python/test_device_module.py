@@ -1,5 +1,7 @@
 """torch.tpu, torch.accelerator and the generated Tensor/Module methods."""
 
+import os
+
 import pytest
 import torch
 
@@ -22,6 +24,8 @@ def test_device_count_and_name_come_from_the_plugin():
     assert props.platform == "cpu"
     assert props.pjrt_api_version == "0.81"
     assert torchtpu.plugin()["path"].endswith("xla_cpu_pjrt.so")
+    # The CPU plugin reports no memory limit: its device memory is the host's.
+    assert props.total_memory == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def test_device_properties_show_what_the_plugin_reports():
@@ -54,6 +58,14 @@ def test_device_properties_read_a_tpu_plugins_place(monkeypatch):
     props = torch.tpu.get_device_properties(0)
     assert props.coords is None and props.core_on_chip is None
     assert props.attributes["coords"] == "1,0,2"
+
+
+def test_empty_cache_keeps_live_tensors():
+    x = torch.arange(6.0, device="tpu")
+    before = torch.tpu.memory_allocated()
+    torch.tpu.empty_cache()
+    assert torch.tpu.memory_allocated() == before
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
 def test_current_device_and_set_device():
