@@ -483,6 +483,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     cpu_fallback(op, stack);
     return;
   }
+  check_linalg_errors(schema, args, outputs);
   if (debug) check_finite(schema, outputs);
   for (c10::IValue& r : results) stack->push_back(std::move(r));
 }

@@ -70,6 +70,10 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
                     int64_t minlength);
 void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The legacy cholesky, which checks its factorization (ops_linalg.cc).
+at::Tensor cholesky(const at::Tensor& self, bool upper);
+at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out);
+
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Records `rule` on the op's arguments (operands and attributes as for lowered_kernel) writing

@@ -72,6 +72,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&unique_kernel>());
   }
 
+  // The legacy cholesky checks its factorization's info, which its lowering alone lacks.
+  m.impl("cholesky", TORCH_FN(cholesky));
+  m.impl("cholesky.out", TORCH_FN(cholesky_out));
+
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",
                            "_native_batch_norm_legit_no_training", "_batch_norm_with_update"}) {
