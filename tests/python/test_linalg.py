@@ -186,6 +186,23 @@ def test_compiled_cholesky_raises_on_a_matrix_that_is_not_positive_definite():
         fn(NOT_PD[0].to("tpu"))
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_det_and_slogdet_gradients_for_either_layout(compiled):
+    """PyTorch's backward solves with the LU the forward returned, which for a contiguous real
+    A is the LU of A^T: tpu must return that one too (and A's own for a transposed A)."""
+    a = _general((2, 5, 5), torch.float64)
+    fns = {"det": torch.linalg.det, "slogdet": lambda x: torch.linalg.slogdet(x)[1]}
+    for name, fn in fns.items():
+        run = torch.compile(fn, backend="tpu") if compiled else fn
+        for layout in [lambda x: x, lambda x: x.mT.contiguous().mT]:
+            grads = []
+            for device, f in [("cpu", fn), ("tpu", run)]:
+                x = layout(a.to(device)).detach().requires_grad_()
+                f(x).sum().backward()
+                grads.append(x.grad.cpu())
+            assert _rel(grads[1], grads[0]) < 1e-12, name
+
+
 def test_singular_det_and_slogdet():
     a = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
     assert torch.linalg.det(a.to("tpu")).item() == 0
