@@ -1,10 +1,10 @@
 // What the lowered linear algebra ops need from the PyTorch side: the legacy torch.cholesky, and
 // the layout-dependent LU that det and slogdet return.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_linalg_check_errors.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/linalg_cholesky_ex.h>
 #include <c10/util/Exception.h>
 
