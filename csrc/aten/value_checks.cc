@@ -15,6 +15,7 @@
 #include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/sum.h>
 
 #include <atomic>
@@ -138,6 +139,23 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
     add(arg("indices")->toTensor(), 0, n, false,
         "Index of input takes value {} which is not in the valid range [0, " +
             std::to_string(n) + ")");
+  } else if (rule == "div" || rule == "floor_divide" || rule == "remainder" || rule == "fmod") {
+    // An integer division by zero raises on the CPU (CUDA returns whatever its hardware gives,
+    // XLA -1 or the dividend): raise the CPU's error rather than return a made-up value.
+    const c10::IValue *self = arg("self"), *other = arg("other"), *mode = arg("rounding_mode");
+    if (self == nullptr || other == nullptr || (rule == "div" && (!mode || !mode->isString()))) {
+      return bounds;
+    }
+    at::ScalarType type = self->isTensor() && other->isTensor()
+                              ? at::result_type(self->toTensor(), other->toTensor())
+                          : self->isTensor() ? at::result_type(self->toTensor(), other->toScalar())
+                                             : at::result_type(self->toScalar(), other->toTensor());
+    if (!at::isIntegralType(type, /*includeBool=*/false)) return bounds;
+    if (other->isTensor()) {
+      add(other->toTensor().eq(0), 0, 1, false, "ZeroDivisionError");
+    } else {
+      TORCH_CHECK(other->toScalar().toLong() != 0, "ZeroDivisionError");
+    }
   } else if (rule == "embedding_backward") {
     int64_t n = arg("num_weights")->toInt();
     add(arg("indices")->toTensor(), 0, n, true, out_of_bounds(0, n));
