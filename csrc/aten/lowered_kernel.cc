@@ -413,6 +413,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (const at::Tensor& t : list) all.push_back(&t);
   }
   if (prepare_index_arguments(op, args, stack)) return;
+  prepare_linalg_arguments(op, args);
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
 
@@ -483,6 +484,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     cpu_fallback(op, stack);
     return;
   }
+  check_linalg_errors(schema, args, outputs);
   if (debug) check_finite(schema, outputs);
   for (c10::IValue& r : results) stack->push_back(std::move(r));
 }

@@ -115,6 +115,12 @@ at::Tensor histogramdd_from_bin_cts_meta(const at::Tensor& self, at::IntArrayRef
                                          const std::optional<at::Tensor>& weight, bool density);
 at::Tensor histogramdd_from_bin_tensors_meta(const at::Tensor& self, at::TensorList bins,
                                              const std::optional<at::Tensor>& weight, bool density);
+// Linear algebra (ops_linalg.cc): the legacy cholesky, which checks its factorization.
+at::Tensor cholesky(const at::Tensor& self, bool upper);
+at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out);
+// det and slogdet return the LU of A^T where PyTorch's kernels do (a contiguous real A), which
+// their backward formulas expect: A's argument becomes A^T there.
+void prepare_linalg_arguments(const c10::OperatorHandle& op, std::vector<c10::IValue>& args);
 
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -80,6 +80,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges));
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_from_bin_cts));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_from_bin_tensors));
+  // The legacy cholesky checks its factorization's info, which its lowering alone lacks.
+  m.impl("cholesky", TORCH_FN(cholesky));
+  m.impl("cholesky.out", TORCH_FN(cholesky_out));
 
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",

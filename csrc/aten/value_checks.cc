@@ -1,12 +1,15 @@
 // Checks on the values of an op's tensors that a device program cannot raise by itself: index
 // values against the dimensions they index, checked on the device in every mode (Debug mode waits
-// after each op, so there the error comes from the op's own call), and NaN/Inf results in Debug
-// mode.
+// after each op, so there the error comes from the op's own call), a factorization's info read on
+// the host as PyTorch reads it, and NaN/Inf results in Debug mode.
 #include "aten/value_checks.h"
 
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/_linalg_check_errors.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isinf.h>
@@ -14,6 +17,7 @@
 #include <ATen/ops/le.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/sum.h>
 
 #include <atomic>
@@ -155,11 +159,38 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
     add(arg("indices")->toTensor(), 0, n, false,
         "Index of input takes value {} which is not in the valid range [0, " +
             std::to_string(n) + ")");
+  } else if (rule == "div" || rule == "floor_divide" || rule == "remainder" || rule == "fmod") {
+    // An integer division by zero raises on the CPU (CUDA returns whatever its hardware gives,
+    // XLA -1 or the dividend): raise the CPU's error rather than return a made-up value.
+    const c10::IValue *self = arg("self"), *other = arg("other"), *mode = arg("rounding_mode");
+    if (self == nullptr || other == nullptr || (rule == "div" && (!mode || !mode->isString()))) {
+      return bounds;
+    }
+    at::ScalarType type = self->isTensor() && other->isTensor()
+                              ? at::result_type(self->toTensor(), other->toTensor())
+                          : self->isTensor() ? at::result_type(self->toTensor(), other->toScalar())
+                                             : at::result_type(self->toScalar(), other->toTensor());
+    if (!at::isIntegralType(type, /*includeBool=*/false)) return bounds;
+    if (other->isTensor()) {
+      add(other->toTensor().eq(0), 0, 1, false, "ZeroDivisionError");
+    } else {
+      TORCH_CHECK(other->toScalar().toLong() != 0, "ZeroDivisionError");
+    }
   } else if (rule == "embedding_backward") {
     int64_t n = arg("num_weights")->toInt();
     add(arg("indices")->toTensor(), 0, n, true, out_of_bounds(0, n));
   }
   return bounds;
+}
+
+// PyTorch's name for an op in the LinAlgError it raises when check_errors=True and the op's
+// `info` output is not zero.
+const char* checked_linalg_op(const std::string& op) {
+  if (op == "aten::linalg_cholesky_ex") return "linalg.cholesky_ex";
+  if (op == "aten::linalg_inv_ex") return "linalg.inv_ex";
+  if (op == "aten::_linalg_solve_ex") return "torch.linalg.solve_ex";
+  if (op == "aten::linalg_lu_factor_ex") return "torch.linalg.lu_factor_ex";
+  return nullptr;
 }
 
 std::string (*python_location)() = nullptr;
@@ -210,6 +241,29 @@ void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& as
                                         : p.read(view_of(a.index));
     int64_t ignore = a.ignore.value_or(0);
     engine::record_range_assert(p, values, a.low, a.high, a.ignore ? &ignore : nullptr, a.id);
+  }
+}
+
+void check_linalg_errors(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                         const std::vector<at::Tensor>& outputs) {
+  if (schema.name() == "aten::cholesky_inverse") {
+    // LAPACK inverts the triangular factor, which fails at its first zero diagonal entry.
+    const at::Tensor& factor = argument(schema, args, "self")->toTensor();
+    if (factor.numel() == 0) return;
+    at::Tensor zero = factor.diagonal(0, -2, -1).eq(0).cpu();  // one wait
+    at::Tensor info = zero.any(-1).to(at::kInt).mul(zero.to(at::kInt).argmax(-1).add(1));
+    at::_linalg_check_errors(info.to(at::kInt), "cholesky_inverse", factor.dim() == 2);
+    return;
+  }
+  const char* api = checked_linalg_op(schema.name());
+  const c10::IValue* check = argument(schema, args, "check_errors");
+  if (api == nullptr || check == nullptr || !check->toBool()) return;
+  const c10::IValue* a = argument(schema, args, "A");
+  if (a == nullptr) a = argument(schema, args, "self");
+  for (size_t r = 0; r < schema.returns().size() && r < outputs.size(); ++r) {
+    if (schema.returns()[r].name() == "info") {
+      at::_linalg_check_errors(outputs[r], api, a->toTensor().dim() == 2);
+    }
   }
 }
 

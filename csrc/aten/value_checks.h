@@ -41,6 +41,12 @@ void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& as
 void set_index_checks(bool enabled);
 // Where the op was called from ("file.py:12"), given by the Python bindings.
 void set_python_location(std::string (*location)());
+// PyTorch's linear algebra kernels raise LinAlgError where a factorization fails (a matrix that
+// is singular, or not positive-definite), reading its `info` on the host (on CUDA too): the
+// lowered ops that take check_errors=True do the same after they run, and so does
+// cholesky_inverse (its factor's zero diagonal entries), each with its PyTorch message.
+void check_linalg_errors(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                         const std::vector<at::Tensor>& outputs);
 // Debug mode with TORCHTPU_DEBUG_NANS=1: the first op whose result holds a NaN or an infinity.
 void check_finite(const c10::FunctionSchema& schema, const std::vector<at::Tensor>& outputs);
 

@@ -165,11 +165,6 @@ Values embedding_bag_backward(FunctionBuilder& b, const Values& operands, const 
                             "[0, 1], index_vector_dim = 2>"),
                     t)};
   }
-  if (a.i("scale_grad_by_freq") != 0) {
-    // CPU's scaling of sum/mean bags does not divide each row by its index's frequency (an
-    // index seen 3 times keeps its full gradient, others get 1/3): left to the CPU to match it.
-    throw Unsupported("torchtpu: embedding_bag's scale_grad_by_freq runs on the CPU");
-  }
   Value bag = convert(b, v[2], kIndex);
   Value share = rows(b, grad, bag);
   if (mode == kMean) {
@@ -180,6 +175,15 @@ Values embedding_bag_backward(FunctionBuilder& b, const Values& operands, const 
   }
   if (!a.has("per_sample_weights_absent")) {
     share = binary(b, "stablehlo.multiply", share, column(b, convert(b, v[5], c), d));
+  }
+  if (a.i("scale_grad_by_freq") != 0) {
+    // Each occurrence's share over its index's count among all the indices, as CUDA and the
+    // CPU's embedding divide it. (The CPU's embedding_bag in PyTorch 2.13 divides some rows by
+    // another index's count: pytorch/pytorch#190063.)
+    Value counts = scatter_rows(b, full(b, c, {result[0], 1}, 0), index, full(b, c, {n, 1}, 1),
+                                "stablehlo.add");
+    Value count = reshape(b, rows(b, counts, index), {n});
+    share = binary(b, "stablehlo.divide", share, column(b, count, d));
   }
   Value keep = column(b, counted(b, index, padding_idx), d);
   share = select(b, keep, share, full(b, c, {n, d}, 0));

@@ -380,7 +380,6 @@ void register_factorization_rules(Registry& r) {
   auto add = [&r](const std::string& op, LoweringRule rule, std::vector<std::string> aten = {}) {
     r.add(op, into_result_types(std::move(rule)), std::move(aten));
   };
-  add("cholesky", cholesky, {"cholesky", "cholesky.out"});
   add("linalg_cholesky_ex", cholesky_ex, {"linalg_cholesky_ex", "linalg_cholesky_ex.L"});
   add("cholesky_inverse", cholesky_inverse, {"cholesky_inverse", "cholesky_inverse.out"});
   add("_cholesky_solve_helper", cholesky_solve_helper,

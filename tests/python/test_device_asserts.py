@@ -178,3 +178,35 @@ def test_synchronize_waits_for_launches_whose_outputs_were_dropped(strict_mode):
     assert torchtpu._C._launches_in_flight(0) == 6
     torch.tpu.synchronize()
     assert torchtpu._C._launches_in_flight(0) == 0
+
+
+# Integer division by zero: the CPU raises RuntimeError("ZeroDivisionError"); CUDA returns what
+# its hardware gives (-1, 0xFFFFFFFF for int64, or the dividend: pytorch/pytorch#135330), XLA -1
+# or the dividend. A made-up quotient is a silent wrong answer, so tpu raises the CPU's error,
+# through a device-side check (a Python scalar 0 raises at the call).
+ZERO_DIVISION = {
+    "floor_divide": lambda a, b: torch.floor_divide(a, b),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "div_trunc_": lambda a, b: a.clone().div_(b, rounding_mode="trunc"),
+    "remainder": lambda a, b: torch.remainder(a, b),
+    "remainder_scalar_self": lambda a, b: torch.remainder(5, b),
+    "fmod": lambda a, b: torch.fmod(a, b),
+    "floordiv_python_zero": lambda a, b: a // 0,
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_integer_division_by_zero_raises_the_cpus_error(mode):
+    a, zero, nonzero = torch.tensor([7, -7, 3]), torch.tensor([2, 0, 1]), torch.tensor([2, -3, 1])
+    with torchtpu.eager_mode(mode):
+        for name, fn in ZERO_DIVISION.items():
+            with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+                fn(a, zero)
+            with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+                fn(a.to("tpu"), zero.to("tpu")).cpu()
+            if name != "floordiv_python_zero":
+                assert torch.equal(fn(a.to("tpu"), nonzero.to("tpu")).cpu(), fn(a, nonzero)), name
+        # Floating division by zero is inf, on the CPU and on tpu: no check.
+        expected = torch.floor_divide(a.double(), zero)
+        torch.testing.assert_close(torch.floor_divide(a.double().to("tpu"), zero.to("tpu")).cpu(),
+                                   expected)

@@ -129,6 +129,82 @@ def test_cholesky_not_positive_definite():
     assert info.item() == torch.linalg.cholesky_ex(a)[1].item() == 2
 
 
+NOT_PD = torch.tensor([[[4.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                       [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]]])
+SINGULAR = torch.tensor([[[2.0, 1.0], [1.0, 3.0]], [[1.0, 2.0], [2.0, 4.0]]])
+FACTOR = torch.tensor([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 2.0]]])
+# Kernels that check their factorization's info (PyTorch's _linalg_check_errors): name ->
+# (fn, a batch whose elements fail at different places, so the message names the first).
+CHECKED = {
+    "cholesky": (lambda a: torch.cholesky(a, upper=True), NOT_PD),
+    "cholesky_out": (lambda a: torch.cholesky(a, out=torch.empty_like(a)), NOT_PD),
+    "cholesky_ex": (lambda a: torch.linalg.cholesky_ex(a, check_errors=True), NOT_PD),
+    "inv_ex": (lambda a: torch.linalg.inv_ex(a, check_errors=True), SINGULAR),
+    "solve_ex": (lambda a: torch.linalg.solve_ex(a, a[..., :1], check_errors=True), SINGULAR),
+    "lu_factor_ex": (lambda a: torch.linalg.lu_factor_ex(a, check_errors=True), SINGULAR),
+    "cholesky_inverse": (lambda a: torch.cholesky_inverse(a, upper=True), FACTOR),
+}
+
+
+def _error(fn, a):
+    try:
+        fn(a)
+        if a.device.type == "tpu":
+            torch.tpu.synchronize()
+    except Exception as e:  # noqa: BLE001  (the error is what is compared)
+        return e
+    return None
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+@pytest.mark.parametrize("mode", ["strict", "debug", "defer_and_fuse"])
+@pytest.mark.parametrize("name", list(CHECKED))
+def test_failed_factorizations_raise_the_cpus_error_at_the_call(name, mode):
+    """A matrix that is not positive-definite, or singular, raises the CPU's LinAlgError (or
+    RuntimeError) with its message, which names the first failing batch element and where it
+    failed; a good matrix of the same shapes first, so no cached CPU verdict can stand in."""
+    fn, bad = CHECKED[name]
+    good = torch.eye(bad.shape[-1]).expand_as(bad).clone()
+    expected = _error(fn, bad)
+    assert expected is not None, name
+    with torchtpu.eager_mode(mode):
+        assert _error(fn, good.to("tpu")) is None
+        got = _error(fn, bad.to("tpu"))
+        assert type(got) is type(expected) and str(got) == str(expected), (got, expected)
+        got = _error(fn, bad[1].to("tpu"))  # one matrix: no batch element in the message
+        assert str(got) == str(_error(fn, bad[1])), got
+
+
+def test_ex_factorizations_return_info_without_raising():
+    for fn, bad in [(torch.linalg.cholesky_ex, NOT_PD), (torch.linalg.inv_ex, SINGULAR),
+                    (torch.linalg.lu_factor_ex, SINGULAR)]:
+        assert torch.equal(fn(bad.to("tpu")).info.cpu(), fn(bad).info)
+
+
+def test_compiled_cholesky_raises_on_a_matrix_that_is_not_positive_definite():
+    fn = torch.compile(lambda a: torch.cholesky(a) * 2, backend="tpu")
+    torch.testing.assert_close(fn(torch.eye(3, device="tpu")).cpu(), 2 * torch.eye(3))
+    with pytest.raises(torch.linalg.LinAlgError, match="leading minor of order 2"):
+        fn(NOT_PD[0].to("tpu"))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_det_and_slogdet_gradients_for_either_layout(compiled):
+    """PyTorch's backward solves with the LU the forward returned, which for a contiguous real
+    A is the LU of A^T: tpu must return that one too (and A's own for a transposed A)."""
+    a = _general((2, 5, 5), torch.float64)
+    fns = {"det": torch.linalg.det, "slogdet": lambda x: torch.linalg.slogdet(x)[1]}
+    for name, fn in fns.items():
+        run = torch.compile(fn, backend="tpu") if compiled else fn
+        for layout in [lambda x: x, lambda x: x.mT.contiguous().mT]:
+            grads = []
+            for device, f in [("cpu", fn), ("tpu", run)]:
+                x = layout(a.to(device)).detach().requires_grad_()
+                f(x).sum().backward()
+                grads.append(x.grad.cpu())
+            assert _rel(grads[1], grads[0]) < 1e-12, name
+
+
 def test_singular_det_and_slogdet():
     a = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
     assert torch.linalg.det(a.to("tpu")).item() == 0

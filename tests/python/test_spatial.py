@@ -200,15 +200,53 @@ def test_float64_weights_and_integer_nearest():
     _check(lambda t: F.interpolate(t, scale_factor=2.5, mode="nearest"), u, grad=False)
 
 
-@pytest.mark.filterwarnings("ignore:torchtpu.*runs on the CPU")
-def test_embedding_bag_scale_grad_by_freq_gives_cpus_gradient():
-    """CPU's scale_grad_by_freq for bags is not a plain 1/frequency: that gradient runs there."""
+def _bags_of_embeddings(i, w, o, mode, padding_idx, psw=None):
+    """embedding_bag(scale_grad_by_freq=True) built from F.embedding, whose gradient divides each
+    row by its index's frequency, as CUDA's embedding_bag does. (The CPU's embedding_bag in
+    PyTorch 2.13 divides a row by another index's count where counts differ:
+    pytorch/pytorch#190063.)"""
+    rows = F.embedding(i, w, padding_idx=padding_idx, scale_grad_by_freq=True)
+    kept = (i != (-1 if padding_idx is None else padding_idx)).to(w.dtype)[:, None]
+    rows = rows * kept * (1 if psw is None else psw[:, None])
+    bag = (o[None, :] <= torch.arange(len(i))[:, None]).sum(1) - 1
+    out = torch.zeros(len(o), w.shape[1]).index_add(0, bag, rows)
+    if mode == "mean":
+        out = out / torch.zeros(len(o), 1).index_add(0, bag, kept).clamp_min(1)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_embedding_bag_scale_grad_by_freq_divides_by_each_indexs_frequency(mode):
     weight = torch.randn(10, 3)
-    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 4])
-    grads = []
-    for device in ["cpu", "tpu"]:
-        w = weight.detach().to(device).requires_grad_()
-        F.embedding_bag(indices.to(device), w, torch.tensor([0, 4, 4, 7]).to(device),
-                        scale_grad_by_freq=True).sum().backward()
-        grads.append(w.grad.cpu())
-    torch.testing.assert_close(grads[1], grads[0])
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 4])  # 4 three times, 2 twice
+    offsets = torch.tensor([0, 4, 4, 7])
+    psw = torch.randn(10)
+    cases = [("sum", None, None), ("mean", None, None), ("mean", 2, None), ("sum", 4, psw)]
+    with torchtpu.eager_mode(mode):
+        for bag_mode, padding_idx, p in cases:
+            w = weight.clone().requires_grad_()
+            expected = _bags_of_embeddings(indices, w, offsets, bag_mode, padding_idx, p)
+            w_tpu = weight.to("tpu").requires_grad_()
+            before = _fallbacks()
+            got = F.embedding_bag(indices.to("tpu"), w_tpu, offsets.to("tpu"), mode=bag_mode,
+                                  padding_idx=padding_idx,
+                                  per_sample_weights=None if p is None else p.to("tpu"),
+                                  scale_grad_by_freq=True)
+            torch.testing.assert_close(got.cpu(), expected.detach())
+            loss = torch.linspace(-1, 1, expected.numel()).reshape(expected.shape)
+            (expected * loss).sum().backward()
+            (got * loss.to("tpu")).sum().backward()
+            torch.testing.assert_close(w_tpu.grad.cpu(), w.grad)
+            assert _fallbacks() == before, "ran on the CPU"
+
+
+def test_embedding_bag_reference_is_the_cpus_gradient_where_counts_are_equal():
+    """Where every index occurs equally often, the CPU's embedding_bag is right: the reference
+    above must agree with it there."""
+    indices, offsets = torch.tensor([3, 1, 3, 1, 7, 7]), torch.tensor([0, 3])
+    for bag_mode in ["sum", "mean"]:
+        w1, w2 = (torch.randn(8, 2, generator=torch.Generator().manual_seed(0)).requires_grad_()
+                  for _ in range(2))
+        F.embedding_bag(indices, w1, offsets, mode=bag_mode, scale_grad_by_freq=True).sum().backward()
+        _bags_of_embeddings(indices, w2, offsets, bag_mode, None).sum().backward()
+        torch.testing.assert_close(w1.grad, w2.grad)
