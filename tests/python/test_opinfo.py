@@ -149,8 +149,6 @@ ALLOWED_FALLBACKS = {
     "aten::_histogramdd_bin_edges": "as histogram.bin_ct",
     "aten::_histogramdd_from_bin_cts": "as histogram.bin_ct",
     "aten::_histogramdd_from_bin_tensors": "as histogram.bin_ct",
-    "aten::segment_reduce": NOT_YET + "ragged segments given by lengths or offsets",
-    "aten::_segment_reduce_backward": "as segment_reduce",
     "aten::hash_tensor.out": NOT_YET + "a bitwise hash reduction of the raw bits",
 }
 
