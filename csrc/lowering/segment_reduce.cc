@@ -81,7 +81,8 @@ Segments segments(FunctionBuilder& b, const Shape& data, const Value* lengths,
                              full(b, kIndex, {o * k, 1}, 1), "stablehlo.add");
   Value seg = slice(b, prefix_sum(b, reshape(b, marks, {o, n + 1}), 1), {0, 0}, {o, n});
   Value position = iota(b, kIndex, {o, n}, 1);
-  Value inside = b_and(b, compare(b, position, broadcast_in_dim(b, reshape(b, start, {o}), {o, n}, {0}), "GE"),
+  Value first = broadcast_in_dim(b, reshape(b, start, {o}), {o, n}, {0});
+  Value inside = b_and(b, compare(b, position, first, "GE"),
                        compare(b, seg, full(b, kIndex, {o, n}, static_cast<double>(k)), "LT"));
   seg = select(b, inside, seg, full(b, kIndex, {o, n}, static_cast<double>(k)));
   seg = add(b, seg, mul(b, iota(b, kIndex, {o, n}, 0), full(b, kIndex, {o, n}, k + 1)));
@@ -127,8 +128,9 @@ Optionals optionals(const Values& v, const Attrs& a, size_t first, bool with_ind
 void check_types(ElementType data, const Optionals& o) {
   ElementType index = (o.lengths != nullptr ? o.lengths : o.offsets)->shape.type;
   if (index != ElementType::kS32 && index != kIndex) {
-    throw Refused(std::string("\"_segment_reduce_") + (o.lengths != nullptr ? "lengths" : "offsets") +
-                  "_cpu_kernel1\" not implemented for '" + scalar_type_name(index) + "'");
+    std::string kernel = o.lengths != nullptr ? "lengths" : "offsets";
+    throw Refused("\"_segment_reduce_" + kernel + "_cpu_kernel1\" not implemented for '" +
+                  scalar_type_name(index) + "'");
   }
   if (!hlo::is_floating(data)) {
     throw Refused(std::string("\"_segment_reduce_cpu\" not implemented for '") +

@@ -142,8 +142,6 @@ ALLOWED_FALLBACKS = {
     "aten::_linalg_eigvals": "general (non-symmetric) eigenvalues: XLA has no eig op and the CPU "
                              "plugin no expander for one (JAX calls LAPACK's geev on the host)",
     "aten::linalg_eig": "as _linalg_eigvals",
-    "aten::_ctc_loss": NOT_YET + "a loop over time steps masked by each item's length",
-    "aten::_ctc_loss_backward": "as _ctc_loss",
     "aten::histogram.bin_ct": NO_META + "it needs its own kernel",
     "aten::histogram.bins_tensor": "as histogram.bin_ct",
     "aten::_histogramdd_bin_edges": "as histogram.bin_ct",
@@ -188,6 +186,10 @@ TOLERANCES = {
     **{name: (1e-5, 1e-6, ("the CPU's float64 result is up to 7e-6 relative off mpmath near a "
                            "zero of the function; tpu's is 1e-13 off (measured on OpInfo's sample)"))
        for name in ["special.bessel_j0", "special.bessel_y1"]},
+    "nn.functional.ctc_loss": (
+        1e-5, 5e-5, ("the gradient exp(lp) - exp(log(alpha beta) + nll - lp) cancels: the CPU's "
+                     "float32 one is itself 2.4e-5 off the exact (float64) one on OpInfo's "
+                     "sample, tpu's as far, elsewhere (measured 2.4e-5 apart)")),
     "nn.functional.layer_norm": (
         1e-4, 1e-4, ("a one-element (zero-variance) sample: the weight's gradient is 0 on tpu "
                      "and 2e-5 of rounding on the CPU")),
