@@ -61,6 +61,13 @@ def test_float32_and_length_tensors():
              _log_probs(torch.float32), _targets(0), *lengths, rtol=1e-5, atol=1e-5)
 
 
+def test_length_tensor_overload():
+    # _ctc_loss.Tensor (and its gradient, _ctc_loss_backward.Tensor) read the lengths once.
+    lengths = torch.tensor(INPUT_LENGTHS), torch.tensor(TARGET_LENGTHS)
+    _compare(lambda x, t, i, n: torch._ctc_loss(x, t, i, n, 0, True)[0], _log_probs(),
+             _targets(0), *lengths)
+
+
 @pytest.mark.parametrize("zero_infinity", [False, True])
 def test_impossible_alignments(zero_infinity):
     # Item 1 needs 5 frames for [a, a, a] (blanks between repeats) and gets 4, item 2 gets 2
