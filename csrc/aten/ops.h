@@ -70,6 +70,17 @@ bool equal(const at::Tensor& self, const at::Tensor& other);
 at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
                     int64_t minlength);
 void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs,
+                                                   const at::Tensor& targets,
+                                                   const at::Tensor& input_lengths,
+                                                   const at::Tensor& target_lengths,
+                                                   int64_t blank, bool zero_infinity);
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& log_probs,
+                                    const at::Tensor& targets, const at::Tensor& input_lengths,
+                                    const at::Tensor& target_lengths,
+                                    const at::Tensor& neg_log_likelihood,
+                                    const at::Tensor& log_alpha, int64_t blank,
+                                    bool zero_infinity);
 
 // Histograms, on the CPU only in PyTorch (ops_histogram.cc).
 std::tuple<at::Tensor, at::Tensor> histogram_bin_ct(const at::Tensor& self, int64_t bins,

@@ -1,6 +1,8 @@
-// Ops whose result shape depends on tensor values. Each waits for the device once (for a count
-// or a boolean) and then runs on the device like any other op.
+// Ops whose result shape depends on tensor values. Each waits for the device once (for a count,
+// a boolean or lengths) and then runs on the device like any other op.
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/_ctc_loss.h>
+#include <ATen/ops/_ctc_loss_backward.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/ones.h>
@@ -84,6 +86,43 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   if (self.numel() == 0) return out;
   at::Tensor values = weighted ? weights->to(type) : at::ones({self.size(0)}, out.options());
   return out.index_add_(0, self, values);
+}
+
+namespace {
+
+// Lengths given as a tensor, read to the host (as the CPU kernel reads them) for the int[]
+// overload, whose shapes depend on them.
+std::vector<int64_t> host_lengths(const at::Tensor& lengths, const char* name) {
+  TORCH_CHECK(at::isIntegralType(lengths.scalar_type(), /*includeBool=*/false), name,
+              " must be integral");
+  at::Tensor host = lengths.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* data = host.const_data_ptr<int64_t>();
+  return std::vector<int64_t>(data, data + host.numel());
+}
+
+}  // namespace
+
+// _ctc_loss.Tensor and its gradient: the int[] overloads, lowered, on the lengths' values.
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs,
+                                                   const at::Tensor& targets,
+                                                   const at::Tensor& input_lengths,
+                                                   const at::Tensor& target_lengths,
+                                                   int64_t blank, bool zero_infinity) {
+  std::vector<int64_t> il = host_lengths(input_lengths, "input_lengths");
+  std::vector<int64_t> tl = host_lengths(target_lengths, "target_lengths");
+  return at::_ctc_loss(log_probs, targets, il, tl, blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& log_probs,
+                                    const at::Tensor& targets, const at::Tensor& input_lengths,
+                                    const at::Tensor& target_lengths,
+                                    const at::Tensor& neg_log_likelihood,
+                                    const at::Tensor& log_alpha, int64_t blank,
+                                    bool zero_infinity) {
+  std::vector<int64_t> il = host_lengths(input_lengths, "input_lengths");
+  std::vector<int64_t> tl = host_lengths(target_lengths, "target_lengths");
+  return at::_ctc_loss_backward(grad, log_probs, targets, il, tl, neg_log_likelihood, log_alpha,
+                                blank, zero_infinity);
 }
 
 bool equal(const at::Tensor& self, const at::Tensor& other) {

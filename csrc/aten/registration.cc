@@ -68,6 +68,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select", TORCH_FN(masked_select));
   m.impl("equal", TORCH_FN(equal));
   m.impl("bincount", TORCH_FN(bincount));
+  m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor));
+  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(ctc_loss_backward_tensor));
   for (const char* name : {"_unique", "_unique2", "unique_consecutive"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&unique_kernel>());
   }

@@ -9,6 +9,7 @@
 #include <ATen/ops/all.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/argmax.h>
+#include <ATen/ops/diff.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/isfinite.h>
@@ -57,6 +58,30 @@ std::vector<IndexAssert> index_bounds(const std::string& rule, const c10::Functi
     bounds.push_back({index, low, high, ignore, {index_error, std::move(message)}, 0});
   };
   if (schema.name() == "aten::_unsafe_index") return bounds;
+  if (rule == "segment_reduce") {
+    // Not indices, but the CPU's checks of the segments: safe lengths are non-negative and sum
+    // to the axis; even unsafe ones (and offsets) give no segment a negative length.
+    const int64_t any = int64_t{1} << 62;
+    const std::string negative =
+        "Expected segment_length >= 0 to be true, but got false.  (Could this error message be "
+        "improved?  If so, please report an enhancement request to PyTorch.)";
+    const at::Tensor& data = arg("data")->toTensor();
+    if (arg("lengths")->isTensor()) {
+      const at::Tensor& lengths = arg("lengths")->toTensor();
+      if (arg("unsafe")->toBool()) {
+        add(lengths, 0, any, false, negative);
+      } else if (lengths.dim() > 0 && lengths.dim() <= data.dim()) {
+        int64_t n = data.size(lengths.dim() - 1);
+        add(lengths, 0, any, false, "lengths contains negative value!");
+        add(lengths.sum(-1), n, n + 1, false,
+            "segment_reduce(): Expected all rows of lengths along axis to sum to "
+            "data.size(lengths.dim()-1) when !unsafe.");
+      }
+    } else if (arg("offsets")->isTensor() && arg("offsets")->toTensor().dim() > 0) {
+      add(arg("offsets")->toTensor().diff(1, -1), 0, any, false, negative);
+    }
+    return bounds;
+  }
   if (const c10::IValue* unsafe = arg("unsafe"); unsafe != nullptr && unsafe->toBool()) {
     return bounds;
   }

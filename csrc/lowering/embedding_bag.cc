@@ -11,34 +11,6 @@ enum Mode : int64_t { kSum = 0, kMean = 1, kMax = 2 };
 
 const ElementType kIndex = ElementType::kS64;
 
-// Rows `index` [n] (s64, in range) of `table` [R, D]: [n, D].
-Value rows(FunctionBuilder& b, const Value& table, const Value& index) {
-  int64_t n = index.shape.dims[0], d = table.shape.dims[1];
-  return b.op("stablehlo.gather", {table, reshape(b, index, {n, 1})},
-              Shape{table.shape.type, {n, d}},
-              "dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = "
-              "[0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = " +
-                  FunctionBuilder::i64_array({1, d}) + ", indices_are_sorted = false");
-}
-
-// Scatter of `updates` [n, D] into rows `index` [n] of `base` [R, D], combined by `op`.
-Value scatter_rows(FunctionBuilder& b, const Value& base, const Value& index, const Value& updates,
-                   const std::string& op) {
-  int64_t n = index.shape.dims[0];
-  Shape scalar{base.shape.type, {}};
-  return b.op_with_region(
-      "stablehlo.scatter", {base, reshape(b, index, {n, 1}), updates}, {base.shape},
-      {scalar, scalar},
-      [op, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
-        if (op == "max") return std::vector<Value>{maximum(r, args[0], args[1])};
-        if (op == "min") return std::vector<Value>{minimum(r, args[0], args[1])};
-        return std::vector<Value>{r.op(op, {args[0], args[1]}, scalar)};
-      },
-      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
-      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
-      "indices_are_sorted = false, unique_indices = false")[0];
-}
-
 Value column(FunctionBuilder& b, const Value& v, int64_t d) {
   return broadcast_in_dim(b, v, {v.shape.dims[0], d}, {0});
 }
@@ -92,7 +64,7 @@ Values embedding_bag(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value bag = bag_of(b, v[2], n, bags);
   Value keep = counted(b, index, padding_idx);
   Value safe = select(b, keep, index, full(b, kIndex, {n}, 0));
-  Value picked = rows(b, weight, safe);
+  Value picked = gather_rows(b, weight, safe);
   if (!a.has("per_sample_weights_absent")) {
     picked = binary(b, "stablehlo.multiply", picked, column(b, convert(b, v[3], c), d));
   }
@@ -106,7 +78,7 @@ Values embedding_bag(FunctionBuilder& b, const Values& v, const Attrs& a) {
     Value masked = select(b, keep_rows, picked, broadcast_to(b, extreme(b, c, false), {n, d}));
     Value top = scatter_rows(b, broadcast_to(b, extreme(b, c, false), out), bag, masked, "max");
     // The first index of each bag holding the maximum, as CPU's scan picks it.
-    Value hit = b_and(b, keep_rows, compare(b, masked, rows(b, top, bag), "EQ"));
+    Value hit = b_and(b, keep_rows, compare(b, masked, gather_rows(b, top, bag), "EQ"));
     Value position = select(b, hit, iota(b, kIndex, {n, d}, 0), full(b, kIndex, {n, d}, n));
     Value first = scatter_rows(b, full(b, kIndex, out, n), bag, position, "min");
     Value clamped = minimum(b, first, full(b, kIndex, out, n - 1));
@@ -166,11 +138,11 @@ Values embedding_bag_backward(FunctionBuilder& b, const Values& operands, const 
                     t)};
   }
   Value bag = convert(b, v[2], kIndex);
-  Value share = rows(b, grad, bag);
+  Value share = gather_rows(b, grad, bag);
   if (mode == kMean) {
     int64_t bags = v[3].shape.numel();
     Value sizes = reshape(b, convert(b, v[3], c), {bags, 1});
-    Value size = reshape(b, rows(b, sizes, bag), {n});
+    Value size = reshape(b, gather_rows(b, sizes, bag), {n});
     share = binary(b, "stablehlo.divide", share, column(b, size, d));
   }
   if (!a.has("per_sample_weights_absent")) {
@@ -202,7 +174,7 @@ Values per_sample_weights_backward(FunctionBuilder& b, const Values& v, const At
   Value keep = counted(b, index, a.i("padding_idx"));
   Value safe = select(b, keep, index, full(b, kIndex, {n}, 0));
   Value bag = reshape(b, convert(b, v[4], kIndex), {n});
-  Value product = binary(b, "stablehlo.multiply", rows(b, grad, bag), rows(b, weight, safe));
+  Value product = binary(b, "stablehlo.multiply", gather_rows(b, grad, bag), gather_rows(b, weight, safe));
   Value dot = reduce(b, product, {1}, constant(b, c, 0), "stablehlo.add");
   return {convert(b, select(b, keep, dot, full(b, c, {n}, 0)), t)};
 }

@@ -275,6 +275,32 @@ Value scatter(FunctionBuilder& b, const Value& base, const Value& indices, const
       dimension_numbers + ", indices_are_sorted = false, unique_indices = false")[0];
 }
 
+Value gather_rows(FunctionBuilder& b, const Value& table, const Value& index) {
+  int64_t n = index.shape.dims[0], d = table.shape.dims[1];
+  return b.op("stablehlo.gather", {table, reshape(b, index, {n, 1})},
+              Shape{table.shape.type, {n, d}},
+              "dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = "
+              "[0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = " +
+                  FunctionBuilder::i64_array({1, d}) + ", indices_are_sorted = false");
+}
+
+Value scatter_rows(FunctionBuilder& b, const Value& base, const Value& index, const Value& updates,
+                   const std::string& op) {
+  int64_t n = index.shape.dims[0];
+  Shape scalar{base.shape.type, {}};
+  return b.op_with_region(
+      "stablehlo.scatter", {base, reshape(b, index, {n, 1}), updates}, {base.shape},
+      {scalar, scalar},
+      [op, scalar](FunctionBuilder& r, const std::vector<Value>& args) {
+        if (op == "max") return std::vector<Value>{maximum(r, args[0], args[1])};
+        if (op == "min") return std::vector<Value>{minimum(r, args[0], args[1])};
+        return std::vector<Value>{r.op(op, {args[0], args[1]}, scalar)};
+      },
+      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
+      "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+      "indices_are_sorted = false, unique_indices = false")[0];
+}
+
 Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis) {
   size_t rank = x.shape.rank();
   Dims window(rank, 1), strides(rank, 1);
@@ -361,6 +387,27 @@ std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& stat
   std::vector<Shape> shapes;
   for (const Value& v : state) shapes.push_back(v.shape);
   return b.op_with_regions("stablehlo.while", state, shapes, {{shapes, cond}, {shapes, body}});
+}
+
+const char* scalar_type_name(ElementType type) {
+  switch (type) {
+    case ElementType::kPred: return "Bool";
+    case ElementType::kS8: return "Char";
+    case ElementType::kS16: return "Short";
+    case ElementType::kS32: return "Int";
+    case ElementType::kS64: return "Long";
+    case ElementType::kU8: return "Byte";
+    case ElementType::kU16: return "UInt16";
+    case ElementType::kU32: return "UInt32";
+    case ElementType::kU64: return "UInt64";
+    case ElementType::kF16: return "Half";
+    case ElementType::kF32: return "Float";
+    case ElementType::kF64: return "Double";
+    case ElementType::kBF16: return "BFloat16";
+    case ElementType::kC64: return "ComplexFloat";
+    case ElementType::kC128: return "ComplexDouble";
+  }
+  return "unknown";
 }
 
 Value conjugate(FunctionBuilder& b, const Value& x) {

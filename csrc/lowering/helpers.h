@@ -71,6 +71,12 @@ Value keep_dims(FunctionBuilder& b, const Value& reduced, const Dims& full_rank_
 // there; `dimension_numbers` is the scatter_dimension_numbers attribute.
 Value scatter(FunctionBuilder& b, const Value& base, const Value& indices, const Value& updates,
               bool add, const std::string& dimension_numbers);
+// Rows `index` [n] (s64, in range) of `table` [R, D]: [n, D].
+Value gather_rows(FunctionBuilder& b, const Value& table, const Value& index);
+// Scatter of `updates` [n, D] into rows `index` [n] of `base` [R, D], combined by `op`: "max" and
+// "min" (NaN-propagating), or a binary stablehlo op ("stablehlo.add", "stablehlo.multiply").
+Value scatter_rows(FunctionBuilder& b, const Value& base, const Value& index, const Value& updates,
+                   const std::string& op);
 // Inclusive prefix sums of `x` along `axis` (a reduce_window).
 Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis);
 // A typed 0-d operand broadcast to `dims` in `type`.
@@ -107,6 +113,10 @@ ElementType wide(ElementType type);
 using LoopFn = std::function<std::vector<Value>(FunctionBuilder&, const std::vector<Value>&)>;
 std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& state,
                               const LoopFn& cond, const LoopFn& body);
+
+// PyTorch's name of the scalar type ("Float", "Long", "Bool"), as its "not implemented for" errors
+// spell it.
+const char* scalar_type_name(ElementType type);
 
 // The complex conjugate of `x`; a real value is its own.
 Value conjugate(FunctionBuilder& b, const Value& x);

@@ -46,6 +46,8 @@ const Table& built_table() {
     register_padding_rules(r);
     register_grid_sample_rules(r);
     register_embedding_bag_rules(r);
+    register_segment_reduce_rules(r);
+    register_ctc_loss_rules(r);
     register_amp_rules(r);
     return true;
   }();

@@ -106,6 +106,8 @@ void register_upsample_rules(Registry& r);
 void register_padding_rules(Registry& r);
 void register_grid_sample_rules(Registry& r);
 void register_embedding_bag_rules(Registry& r);
+void register_segment_reduce_rules(Registry& r);
+void register_ctc_loss_rules(Registry& r);
 void register_amp_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

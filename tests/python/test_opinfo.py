@@ -126,17 +126,11 @@ XFAILS = {
 
 # The ATen ops that may still run on the CPU for some OpInfo sample, each with its reason;
 # test_zz_totals fails for any other op that falls back.
-NOT_YET = "not lowered yet: "
-NO_META = "PyTorch has no meta function for it, which the generic lowered kernel needs: "
 ALLOWED_FALLBACKS = {
     "aten::_to_sparse": NO_SPARSE, "aten::_to_sparse.sparse_dim": NO_SPARSE,
     "aten::_linalg_eigvals": "general (non-symmetric) eigenvalues: XLA has no eig op and the CPU "
                              "plugin no expander for one (JAX calls LAPACK's geev on the host)",
     "aten::linalg_eig": "as _linalg_eigvals",
-    "aten::_ctc_loss": NOT_YET + "a loop over time steps masked by each item's length",
-    "aten::_ctc_loss_backward": "as _ctc_loss",
-    "aten::segment_reduce": NOT_YET + "ragged segments given by lengths or offsets",
-    "aten::_segment_reduce_backward": "as segment_reduce",
 }
 
 # Known bugs that kill the interpreter: xfailed without running them. (None at present.)
@@ -182,6 +176,10 @@ TOLERANCES = {
                                          "~eps * cond (measured 2.1e-6 relative), tpu's the closer")),
     "linalg.pinv.hermitian-float32": (1e-5, 1e-5, ("the gradient goes through eigh's backward: "
                                                    "3.7e-6 relative apart, tpu's the closer")),
+    "nn.functional.ctc_loss": (
+        1e-5, 5e-5, ("the gradient exp(lp) - exp(log(alpha beta) + nll - lp) cancels: the CPU's "
+                     "float32 one is itself 2.4e-5 off the exact (float64) one on OpInfo's "
+                     "sample, tpu's as far, elsewhere (measured 2.4e-5 apart)")),
     "nn.functional.layer_norm": (
         1e-4, 1e-4, ("a one-element (zero-variance) sample: the weight's gradient is 0 on tpu "
                      "and 2e-5 of rounding on the CPU")),
