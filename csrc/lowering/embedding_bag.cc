@@ -154,7 +154,7 @@ Values embedding_bag_backward(FunctionBuilder& b, const Values& operands, const 
     // another index's count: pytorch/pytorch#190063.)
     Value counts = scatter_rows(b, full(b, c, {result[0], 1}, 0), index, full(b, c, {n, 1}, 1),
                                 "stablehlo.add");
-    Value count = reshape(b, rows(b, counts, index), {n});
+    Value count = reshape(b, gather_rows(b, counts, index), {n});
     share = binary(b, "stablehlo.divide", share, column(b, count, d));
   }
   Value keep = column(b, counted(b, index, padding_idx), d);
