@@ -17,16 +17,15 @@ def _autoload() -> None:
     before `import torch`, which calls it when `import torchtpu` comes first."""
 
 
-import torch  # noqa: E402
+import torch
 
 __version__ = "0.1.0"
 
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 
-from . import _C, _config, _plugins  # noqa: E402  (_C registers kernels: it needs the name)
-from . import _compile_cache as _cache  # noqa: E402
-from . import _compile, device_module  # noqa: E402
+from . import _C, _compile, _config, _plugins, device_module
+from . import _compile_cache as _cache
 
 _choice = _plugins.choose()
 try:
@@ -40,7 +39,7 @@ _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailab
 _C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
 _C._set_index_checks(_config.flag("TORCHTPU_INDEX_CHECKS", True))
 
-from .eager import eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+from .eager import eager_mode, get_eager_mode, set_eager_mode
 
 eager._from_environment()
 # Daemon threads still running tpu ops at exit wait in the engine instead of aborting the process.
@@ -52,6 +51,11 @@ if not hasattr(torch, "tpu"):
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
 
 from .topology import distributed_mesh
+
+if torch.distributed.is_available():  # the c10d backend "tpu" (torch.distributed is loaded already)
+    from . import distributed as _distributed
+
+    _distributed._register()
 
 
 def metrics() -> dict:
@@ -67,4 +71,5 @@ def plugin() -> dict:
             "unavailable": _choice.unavailable}
 
 
-__all__ = ["distributed_mesh", "eager_mode", "get_eager_mode", "metrics", "plugin", "set_eager_mode", "__version__"]
+__all__ = ["__version__", "distributed_mesh", "eager_mode", "get_eager_mode", "metrics", "plugin",
+           "set_eager_mode"]

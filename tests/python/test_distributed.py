@@ -1,0 +1,524 @@
+"""The c10d backend "tpu" in real processes, one tpu device each (the CPU plugin): every collective
+and dtype against gloo on CPU tensors with the same inputs, bitwise; a short 4-rank run; ranks that
+die, hang or disagree on shapes. Process start-up dominates the time, so each group of ranks is
+started once (a module fixture) and runs all its checks; one test per check reads its outcome."""
+
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.multiprocessing as mp
+from conftest import sample
+from torch.distributed import ReduceOp
+
+import torchtpu
+
+R = ReduceOp
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+INTS = [torch.int8, torch.int32, torch.int64, torch.uint8, torch.bool]
+DTYPES = FLOATS + INTS  # what torch and gloo share
+
+
+def _inputs(shape, dtype, rank, k=0):
+    return sample(shape, dtype, seed=100 * rank + k)
+
+
+# ----------------------------------------------------------------------------------------------
+# Checks against gloo: fn(device, group, rank, world) -> tensors, run on "tpu" with the tpu group
+# and on "cpu" with a gloo group; the results must be equal, bitwise.
+
+SAME = {}
+
+
+def same(name):
+    def register(fn):
+        SAME[name] = fn
+        return fn
+    return register
+
+
+def _ops_for(dtype):
+    ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+    return ops + [R.BAND, R.BOR, R.BXOR] if not dtype.is_floating_point else ops
+
+
+for _dt in DTYPES:
+    for _op in _ops_for(_dt):
+        def _all_reduce(dev, group, rank, world, dt=_dt, op=_op):
+            x = _inputs((3, 5), dt, rank).to(dev)
+            dist.all_reduce(x, op=op, group=group)
+            return [x]
+        same(f"all_reduce-{str(_op).split('.')[-1]}-{_dt}")(_all_reduce)
+
+    def _broadcast(dev, group, rank, world, dt=_dt):
+        x = _inputs((4, 3), dt, rank).to(dev)
+        dist.broadcast(x, src=1, group=group)
+        return [x]
+    same(f"broadcast-{_dt}")(_broadcast)
+
+    def _all_gather_into_tensor(dev, group, rank, world, dt=_dt):
+        out = torch.zeros(world * 6, dtype=dt, device=dev)
+        dist.all_gather_into_tensor(out, _inputs((6,), dt, rank).to(dev), group=group)
+        return [out]
+    same(f"all_gather_into_tensor-{_dt}")(_all_gather_into_tensor)
+
+    def _reduce_scatter_tensor(dev, group, rank, world, dt=_dt):
+        out = torch.zeros(2, 3, dtype=dt, device=dev)
+        op = R.SUM if dt != torch.bool else R.MAX
+        dist.reduce_scatter_tensor(out, _inputs((2 * world, 3), dt, rank).to(dev), op=op,
+                                   group=group)
+        return [out]
+    same(f"reduce_scatter_tensor-{_dt}")(_reduce_scatter_tensor)
+
+    def _all_to_all_single(dev, group, rank, world, dt=_dt):
+        # uneven: rank r sends r + 1 + j rows to rank j
+        send = [rank + 1 + j for j in range(world)]
+        recv = [j + 1 + rank for j in range(world)]
+        out = torch.zeros(sum(recv), 2, dtype=dt, device=dev)
+        dist.all_to_all_single(out, _inputs((sum(send), 2), dt, rank).to(dev), recv, send,
+                               group=group)
+        return [out]
+    same(f"all_to_all_single-{_dt}")(_all_to_all_single)
+
+
+@same("reduce")
+def _reduce(dev, group, rank, world):
+    x = _inputs((7,), torch.float32, rank).to(dev)
+    y = _inputs((7,), torch.int64, rank).to(dev)
+    dist.reduce(x, dst=0, group=group)
+    dist.reduce(y, dst=1, op=R.MAX, group=group)
+    return [x if rank == 0 else x * 0, y if rank == 1 else y * 0]  # only the root's is defined
+
+
+@same("all_gather")
+def _all_gather(dev, group, rank, world):
+    outs = [torch.zeros(2, 3, device=dev) for _ in range(world)]
+    dist.all_gather(outs, _inputs((2, 3), torch.float32, rank).to(dev), group=group)
+    return outs
+
+
+@same("all_gather_coalesced")
+def _all_gather_coalesced(dev, group, rank, world):
+    ins = [_inputs((3,), torch.float32, rank), _inputs((2, 2), torch.float32, rank, 1)]
+    outs = [[torch.zeros_like(t, device=dev) for t in ins] for _ in range(world)]
+    dist.all_gather_coalesced(outs, [t.to(dev) for t in ins], group=group)
+    return [t for ts in outs for t in ts]
+
+
+@same("reduce_scatter")
+def _reduce_scatter(dev, group, rank, world):
+    out = torch.zeros(4, device=dev)
+    ins = [_inputs((4,), torch.float32, rank, j).to(dev) for j in range(world)]
+    dist.reduce_scatter(out, ins, group=group)
+    return [out]
+
+
+@same("all_to_all")
+def _all_to_all(dev, group, rank, world):
+    ins = [_inputs((3,), torch.int32, rank, j).to(dev) for j in range(world)]  # gloo: even
+    outs = [torch.zeros(3, dtype=torch.int32, device=dev) for _ in range(world)]
+    dist.all_to_all(outs, ins, group=group)
+    return outs
+
+
+@same("scatter_gather")
+def _scatter_gather(dev, group, rank, world):
+    out = torch.zeros(3, device=dev)
+    ins = [_inputs((3,), torch.float32, 9, j).to(dev) for j in range(world)] if rank == 0 else None
+    dist.scatter(out, ins, src=0, group=group)
+    gathered = [torch.zeros(3, device=dev) for _ in range(world)] if rank == 1 else None
+    dist.gather(out * (rank + 1), gathered, dst=1, group=group)
+    return [out] + (gathered or [])
+
+
+@same("send_recv")
+def _send_recv(dev, group, rank, world):
+    x = _inputs((5,), torch.float32, rank).to(dev)
+    y = torch.zeros(5, device=dev)
+    peer = 1 - rank
+    if rank == 0:
+        dist.send(x, peer, group=group)
+        dist.recv(y, peer, group=group)
+    else:
+        dist.recv(y, peer, group=group)
+        dist.send(x, peer, group=group)
+    a, b = torch.zeros(2, 2, device=dev), torch.zeros(2, 2, device=dev)
+    works = [dist.isend(x[:4].reshape(2, 2).contiguous(), peer, group=group),
+             dist.irecv(a, peer, group=group)]
+    for w in works:
+        w.wait()
+    ops = [dist.P2POp(dist.isend, x[1:5].reshape(2, 2).contiguous(), peer, group),
+           dist.P2POp(dist.irecv, b, peer, group)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    return [y, a, b]
+
+
+@same("all_reduce-AVG-PREMUL_SUM")
+def _avg(dev, group, rank, world):
+    f = _inputs((6,), torch.float32, rank).to(dev)
+    i = _inputs((6,), torch.int64, rank).to(dev)
+    p = _inputs((6,), torch.float32, rank, 1).to(dev)
+    if dev == "cpu":  # gloo has neither: its SUM, then what NCCL does
+        dist.all_reduce(f, group=group)
+        f /= world
+        dist.all_reduce(i, group=group)
+        i = torch.div(i, world, rounding_mode="trunc")
+        p *= 0.25
+        dist.all_reduce(p, group=group)
+    else:
+        dist.all_reduce(f, op=R.AVG, group=group)
+        dist.all_reduce(i, op=R.AVG, group=group)
+        dist.all_reduce(p, op=dist._make_nccl_premul_sum(0.25), group=group)
+    return [f, i, p]
+
+
+@same("coalescing_manager")
+def _coalescing(dev, group, rank, world):
+    xs = [_inputs((3,), torch.float32, rank, k).to(dev) for k in range(3)]
+    with dist._coalescing_manager(group=group, async_ops=True) as cm:
+        for x in xs:
+            dist.all_reduce(x, group=group)
+    cm.wait()
+    ins = [_inputs((4,), torch.bfloat16, rank, k).to(dev) for k in range(2)]
+    gathered = [torch.zeros(4 * world, dtype=torch.bfloat16, device=dev) for _ in ins]
+    with dist._coalescing_manager(group=group):
+        for o, i in zip(gathered, ins):
+            dist.all_gather_into_tensor(o, i, group=group)
+    scattered = [torch.zeros(2, device=dev) for _ in range(2)]
+    with dist._coalescing_manager(group=group, async_ops=True) as cm:
+        for k, o in enumerate(scattered):
+            dist.reduce_scatter_tensor(o, _inputs((2 * world,), torch.float32, rank, k).to(dev),
+                                       group=group)
+    cm.wait()
+    return xs + gathered + scattered
+
+
+@same("functional")
+def _functional(dev, group, rank, world):
+    x = _inputs((4,), torch.float32, rank).to(dev)
+    out = [funcol.all_reduce(x, "sum", group),
+           funcol.all_gather_tensor(x, 0, group),
+           funcol.reduce_scatter_tensor(x, "sum", 0, group),
+           funcol.all_to_all_single(x.repeat(world), [4] * world, [4] * world, group),
+           funcol.broadcast(x, 1, group),
+           *funcol.all_reduce_coalesced([x, x * 2], "max", group),
+           *funcol.all_gather_into_tensor_coalesced([x, x[:2]], group),
+           *funcol.reduce_scatter_tensor_coalesced([x, x * 3], "sum", [0, 0], group)]
+    name = group.group_name
+    y = torch.ops._c10d_functional.all_reduce(x, "sum", name)
+    y = torch.ops._c10d_functional.wait_tensor(y)
+    return [t.wait() if hasattr(t, "wait") else t for t in out] + [y]
+
+
+@same("object_collectives")
+def _objects(dev, group, rank, world):
+    objs = [{"rank": rank, "v": [rank] * 3}, f"r{rank}"]
+    dist.broadcast_object_list(objs, src=1, group=group)
+    gathered = [None] * world
+    dist.all_gather_object(gathered, ("x", rank), group=group)
+    assert objs == [{"rank": 1, "v": [1, 1, 1]}, "r1"], objs
+    assert gathered == [("x", r) for r in range(world)], gathered
+    return [torch.tensor(len(objs))]
+
+
+# ----------------------------------------------------------------------------------------------
+# Checks of the tpu group's own behaviour: fn(group, rank, world), raising when it is wrong.
+
+OWN = {}
+
+
+def own(fn):
+    OWN[fn.__name__.lstrip("_")] = fn
+    return fn
+
+
+@own
+def _async_op_returns_while_gloo_runs(group, rank, world):
+    x = torch.arange(1 << 16, dtype=torch.float32, device="tpu") + rank
+    dist.barrier(group=group)
+    if rank == 1:
+        time.sleep(1.0)  # rank 0's all_reduce cannot finish before this
+    t0 = time.perf_counter()
+    work = dist.all_reduce(x, async_op=True, group=group)
+    issued = time.perf_counter() - t0
+    if rank == 0:
+        assert issued < 0.5, issued
+        assert not work.is_completed()
+    fut = work.get_future()
+    work.wait()
+    assert work.is_completed() and work.is_success()
+    (value,) = fut.wait()
+    expected = torch.arange(1 << 16, dtype=torch.float32) * 2 + 1
+    assert torch.equal(x.cpu(), expected) and torch.equal(value.cpu(), expected)
+
+
+@own
+def _names_and_defaults(group, rank, world):
+    assert dist.get_backend(group) == "tpu"
+    assert dist.Backend.default_device_backend_map["tpu"] == "tpu"
+    assert group.rank() == rank and group.size() == world
+    assert torch._utils._get_available_device_type() == "tpu"
+
+
+@own
+def _non_contiguous_input_is_refused(group, rank, world):
+    x = torch.zeros(4, 4, device="tpu").t()
+    with pytest.raises(ValueError, match="contiguous"):
+        dist.all_reduce(x, group=group)
+
+
+@own
+def _device_mesh(group, rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("tpu", (world,))
+    x = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(x, group=mesh.get_group())
+    assert x.cpu().tolist() == [sum(range(world))] * 2
+
+
+@own
+def _backend_strings(group, rank, world):
+    for spec in ("tpu:tpu,cpu:gloo", "cpu:gloo,tpu:tpu"):
+        g = dist.new_group(backend=spec)
+        assert type(g).__name__ == "ProcessGroupTPU", type(g)
+        x, c = torch.ones(2, device="tpu"), torch.ones(2)
+        dist.all_reduce(x, group=g)
+        dist.all_reduce(c, group=g)
+        assert x.cpu().tolist() == c.tolist() == [2.0, 2.0]
+
+
+# Failures, run last (the last one ends rank 1).
+
+FAILURES = {}
+
+
+def failure(fn):
+    FAILURES[fn.__name__.lstrip("_")] = fn
+    return fn
+
+
+@failure
+def _mismatched_shapes_raise_on_every_rank(group, rank, world):
+    with torchtpu.eager_mode("debug"):  # the check's switch (or TORCH_DISTRIBUTED_DEBUG=DETAIL)
+        with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce SUM of "
+                           r"\[\['float32', \[4\]\]\]; rank 1: all_reduce SUM of \[\['float32', \[5\]"):
+            dist.all_reduce(torch.ones(4 + rank, device="tpu"), group=group)
+        with pytest.raises(RuntimeError, match="different collectives"):
+            if rank == 0:
+                dist.all_reduce(torch.ones(3, device="tpu"), group=group)
+            else:
+                dist.broadcast(torch.ones(3, device="tpu"), 0, group=group)
+        sends, recvs = ([1, 2], [1, 2]) if rank == 0 else ([1, 1], [2, 1])
+        with pytest.raises(RuntimeError, match="rank 1 sends 1 elements to rank 0, which "
+                                               "expects 2"):
+            dist.all_to_all_single(torch.zeros(sum(recvs), device="tpu"),
+                                   torch.ones(sum(sends), device="tpu"), recvs, sends,
+                                   group=group)
+    x = torch.ones(3, device="tpu")
+    dist.all_reduce(x, group=group)  # the group still works
+    assert x.cpu().tolist() == [2.0] * 3
+
+
+@failure
+def _silent_rank_fails_the_others_at_the_timeout(group, rank, world):
+    g = dist.new_group(backend="tpu", timeout=datetime.timedelta(seconds=2))
+    if rank == 0:
+        t0 = time.monotonic()
+        with pytest.raises(dist.DistBackendError, match=r"all_reduce \(collective #1 of this "
+                           r"group\) failed on rank 0 of 2: no rank on this host has exited"):
+            dist.all_reduce(torch.ones(2, device="tpu"), group=g)
+        assert time.monotonic() - t0 < 20
+    dist.barrier(group=group)
+
+
+@failure
+def _killed_rank_fails_the_others(group, rank, world):
+    g = dist.new_group(backend="tpu", timeout=datetime.timedelta(seconds=120))
+    dist.barrier(group=g)
+    if rank == 1:
+        _RESULTS["killed_rank_fails_the_others"] = None
+        _save()
+        os._exit(3)
+    t0 = time.monotonic()
+    with pytest.raises(dist.DistBackendError, match=r"all_reduce \(collective #2 of this group\) "
+                       r"failed on rank 0 of 2: rank 1 has exited"):
+        dist.all_reduce(torch.ones(1 << 16, device="tpu"), group=g)
+    assert time.monotonic() - t0 < 60
+
+
+# ----------------------------------------------------------------------------------------------
+# The processes
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _compare(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        g = g.cpu()
+        assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
+        assert torch.equal(g, e), f"tpu {g} != gloo {e}"
+
+
+_RESULTS: dict = {}  # in a worker: check name -> None, or the traceback of its failure
+_OUT: list = []  # in a worker: the file its results go to
+
+
+def _save():
+    with open(_OUT[0], "w") as f:
+        json.dump(_RESULTS, f)
+
+
+def _record(name, fn, *args):
+    try:
+        fn(*args)
+        _RESULTS[name] = None
+    except Exception:  # noqa: BLE001  (reported by the test of this check)
+        _RESULTS[name] = traceback.format_exc()
+
+
+def _run_checks(rank, world, same, own, failures=()):
+    tpu_group = dist.distributed_c10d._get_default_group()
+    gloo_group = dist.new_group(backend="gloo")
+    for name in same:
+        fn = SAME[name]
+        _record(name, lambda fn=fn: _compare(fn("tpu", tpu_group, rank, world),
+                                             fn("cpu", gloo_group, rank, world)))
+    for name in own:
+        _record(name, OWN[name], tpu_group, rank, world)
+    for name in failures:
+        _record(name, FAILURES[name], tpu_group, rank, world)
+
+
+def _worker(rank, world, port, job, out_dir):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    _OUT.append(os.path.join(out_dir, f"{rank}.json"))
+    try:
+        JOBS[job](rank, world)
+    except Exception:  # noqa: BLE001
+        _RESULTS["job"] = traceback.format_exc()
+    _save()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _job_two(rank, world):
+    dist.init_process_group("tpu", rank=rank, world_size=world)
+    _run_checks(rank, world, SAME, OWN, FAILURES)
+
+
+FOUR_SAME = ["all_reduce-SUM-torch.float32", "all_reduce-PRODUCT-torch.bfloat16",
+             "broadcast-torch.int64", "all_gather_into_tensor-torch.float16",
+             "reduce_scatter_tensor-torch.float32", "all_to_all_single-torch.int32",
+             "coalescing_manager", "functional"]
+
+
+def _mesh_2x2(group, rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    x = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(x, group=mesh.get_group("tp"))  # ranks {0, 1} and {2, 3}
+    assert x.cpu().tolist() == [1.0 + 4 * (rank // 2)] * 2, x
+    y = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(y, group=mesh.get_group("dp"))  # ranks {0, 2} and {1, 3}
+    assert y.cpu().tolist() == [2.0 + 2 * (rank % 2)] * 2, y
+
+
+def _job_four(rank, world):
+    dist.init_process_group()  # no backend: the one of the accelerator, "tpu"
+    _record("default_backend_is_tpu", lambda: _check_equal(
+        type(dist.distributed_c10d._get_default_group()).__name__, "ProcessGroupTPU"))
+    _record("mesh_2x2", _mesh_2x2, None, rank, world)
+    _run_checks(rank, world, FOUR_SAME, [])
+
+
+def _check_equal(got, expected):
+    assert got == expected, (got, expected)
+
+
+JOBS = {"two": _job_two, "four": _job_four}
+
+
+def _spawn(job, world, tmp_path_factory, timeout=240):
+    out_dir = str(tmp_path_factory.mktemp(job))
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=_worker, args=(r, world, port, job, out_dir))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(1.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    results = []
+    for r in range(world):
+        path = os.path.join(out_dir, f"{r}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                results.append(json.load(f))
+        else:
+            results.append(None)
+    return results, [p.exitcode for p in procs]
+
+
+def _ranks(job, world, tmp_path_factory, exit_codes):
+    results, codes = _spawn(job, world, tmp_path_factory)
+    assert codes == exit_codes, f"exit codes {codes}"
+    for r in results:
+        assert r.get("job") is None, r["job"]
+    return results
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    return _ranks("two", 2, tmp_path_factory, [0, 3])  # rank 1 ends itself in the last check
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory):
+    return _ranks("four", 4, tmp_path_factory, [0, 0, 0, 0])
+
+
+def _assert_passed(ranks, check):
+    for rank, results in enumerate(ranks):
+        assert check in results, f"rank {rank} did not run {check}"
+        assert results[check] is None, f"rank {rank}:\n{results[check]}"
+
+
+@pytest.mark.parametrize("check", list(SAME) + list(OWN) + list(FAILURES))
+def test_two_ranks(two_ranks, check):
+    _assert_passed(two_ranks, check)
+
+
+@pytest.mark.parametrize("check", ["default_backend_is_tpu", "mesh_2x2"] + FOUR_SAME)
+def test_four_ranks(four_ranks, check):
+    _assert_passed(four_ranks, check)
+
+
+def test_registration():
+    assert "tpu" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["tpu"] == "tpu"
+    assert dist.Backend.backend_capability["tpu"] == ["tpu"]
+    assert dist.Backend._plugins["TPU"].extended_api
+    assert torch._utils._get_available_device_type() == "tpu"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
