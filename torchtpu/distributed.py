@@ -53,18 +53,61 @@ def _check_dense(tensors, what: str) -> None:
                              f"(got sizes {list(t.shape)}, strides {list(t.stride())})")
 
 
+class _PinnedPool:
+    """Pinned staging buffers kept for reuse, by size: a new buffer page-faults on its first
+    write, which for large ones costs as much as the copy itself."""
+
+    def __init__(self, max_bytes: int):
+        self._free: dict[int, list] = {}  # bytes -> [(uint8 buffer, event after its last use)]
+        self._bytes, self._max = 0, max_bytes
+        self._lock = threading.Lock()
+
+    def take(self, dtype: torch.dtype, numel: int) -> torch.Tensor:
+        nbytes = numel * dtype.itemsize
+        with self._lock:
+            entries = self._free.get(nbytes)
+            entry = entries.pop() if entries else None
+            if entry is not None:
+                self._bytes -= nbytes
+        if entry is None:
+            return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).view(dtype)
+        buf, read = entry
+        read.synchronize()  # the device has read what was copied out of it
+        return buf.view(dtype)
+
+    def give(self, buf: torch.Tensor) -> None:
+        raw = buf.view(torch.uint8)
+        read = torch.tpu.Event()
+        read.record()  # after every copy from it launched so far
+        with self._lock:
+            if raw.numel() == 0 or self._bytes + raw.numel() > self._max:
+                return
+            self._free.setdefault(raw.numel(), []).append((raw, read))
+            self._bytes += raw.numel()
+
+
+_POOL = _PinnedPool(512 << 20)
+# The _Host objects a collective made on this thread, until its Work takes them: gloo reads
+# and writes their buffers until it is done, so they may not return to the pool before.
+_STAGED = threading.local()
+
+
 class _Host:
     """Host copies of some tensors, one flat pinned buffer per dtype: `views[i]` is tensor i's
-    host tensor (the tensor itself when it is on the CPU already)."""
+    host tensor (the tensor itself when it is on the CPU already). The buffers go back to the
+    pool when this object does."""
 
     def __init__(self, tensors, download: bool):
+        if not hasattr(_STAGED, "hosts"):
+            _STAGED.hosts = []
+        _STAGED.hosts.append(self)
         self.tensors = list(tensors)
         self.views = [None] * len(self.tensors)
         sizes: dict[torch.dtype, int] = {}
         for t in self.tensors:
             if _is_tpu(t):
                 sizes[t.dtype] = sizes.get(t.dtype, 0) + t.numel()
-        flats = {dt: torch.empty(n, dtype=dt, pin_memory=True) for dt, n in sizes.items()}
+        flats = {dt: _POOL.take(dt, n) for dt, n in sizes.items()}
         self.flats = flats
         offsets = dict.fromkeys(sizes, 0)
         launched = False
@@ -83,6 +126,13 @@ class _Host:
             self.views[i] = view
         if launched:  # the downloads run concurrently; gloo reads them only when all are done
             torch.tpu.current_stream().synchronize()
+
+    def __del__(self):
+        try:
+            for buf in self.flats.values():
+                _POOL.give(buf)
+        except Exception:  # noqa: BLE001, S110  (at interpreter exit torch may be gone)
+            pass
 
     @property
     def flat(self) -> torch.Tensor | None:
@@ -123,6 +173,7 @@ class _Work(dist._Work):
         self._pg, self._what, self._finish = pg, what, finish
         self._inners = [] if inner is None else inner if isinstance(inner, list) else [inner]
         self._parts = list(parts)
+        self._hosts, _STAGED.hosts = getattr(_STAGED, "hosts", []), []
         self._result = [] if result is None else result
         self._lock = threading.Lock()
         self._finished = False
@@ -142,6 +193,8 @@ class _Work(dist._Work):
                 self._error = e
                 raise
             self._finished = True
+            self._finish = None  # its host buffers may go back to the pool now
+            self._hosts = []
 
     def _fail(self, error: RuntimeError):
         with self._lock:
