@@ -152,6 +152,26 @@ def _check_compiled_ddp(state, rank, world):
     assert after["cpu_fallback_calls"] == before["cpu_fallback_calls"], after["cpu_fallbacks"]
 
 
+def _check_compiled_functional_collective(state, rank, world):
+    """A compiled graph holding a functional collective gives the collective's values and says
+    once, naming it, that it runs eagerly (the collective goes through the host)."""
+    import warnings
+
+    import torch.distributed._functional_collectives as funcol
+
+    @torch.compile(backend="tpu")
+    def f(x):
+        return funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [f(torch.full((4,), float(rank + i), device="tpu")).cpu() for i in range(3)]
+    for i, out in enumerate(outs):
+        assert out.tolist() == [2.0 * (2 * i + 1) + 1] * 4, (i, out)
+    said = [str(w.message) for w in caught if "_c10d_functional::all_reduce" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+
+
 def _fsdp_model(mesh):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     net = Net(0).to("tpu")
@@ -252,7 +272,9 @@ def _check_dcp_resume(state, rank, world):
 
 
 CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
-          "compiled_ddp": _check_compiled_ddp, "fsdp2": _check_fsdp2,
+          "compiled_ddp": _check_compiled_ddp,
+          "compiled_functional_collective": _check_compiled_functional_collective,
+          "fsdp2": _check_fsdp2,
           "fsdp2_vs_single": _check_fsdp2_vs_single, "dcp_resume": _check_dcp_resume}
 
 
