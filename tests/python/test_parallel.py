@@ -1,7 +1,7 @@
 """PyTorch's own parallelisms on "tpu" in real processes, one tpu device each (the CPU plugin):
 DistributedDataParallel (gradient buckets, no_sync, unused parameters, buffers broadcast from
 rank 0) against a single-process run and against the same DDP on CPU tensors over gloo; a
-compiled DDP step against the eager one; FSDP2 (bfloat16 parameters, float32 reductions,
+compiled DDP step and a compiled FSDP2 model against the eager ones; FSDP2 (bfloat16 parameters, float32 reductions,
 resharding after forward, forward prefetch) against a single-rank FSDP2 run; a DCP checkpoint of
 FSDP2 model and optimizer written by 2 ranks and resumed by 1. Process start-up dominates the
 time, so one group of 2 ranks runs every check (the single-rank runs on a 1-rank subgroup of
@@ -240,6 +240,22 @@ def _check_fsdp2(state, rank, world):
     state["fsdp2_resumed"] = _fsdp_steps(net2, opt2, solo, 0, 1, range(SAVE_AT, STEPS))
 
 
+def _check_compiled_fsdp2(state, rank, world):
+    """The FSDP2 model compiled (its hooks run between the graphs) gives the eager run's first
+    losses, every graph replayed on the device."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import torchtpu
+    net, opt = _fsdp_model(init_device_mesh("tpu", (world,)))
+    net.compile(backend="tpu")
+    before = torchtpu.metrics()
+    losses = _fsdp_steps(net, opt, None, rank, world, range(4))
+    after = torchtpu.metrics()
+    _close(losses, state["fsdp2"][:4], rtol=1e-6)
+    assert after["compiled_replays"] > before["compiled_replays"], after
+    assert after["compiled_eager_runs"] == before["compiled_eager_runs"], after
+
+
 def _check_fsdp2_vs_single(state, rank, world):
     if rank == 0:  # bfloat16 parameters: the two runs round their matmuls differently
         _close(state["fsdp2"], state["fsdp2_single"], rtol=2e-2)
@@ -274,7 +290,7 @@ def _check_dcp_resume(state, rank, world):
 CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
           "compiled_ddp": _check_compiled_ddp,
           "compiled_functional_collective": _check_compiled_functional_collective,
-          "fsdp2": _check_fsdp2,
+          "fsdp2": _check_fsdp2, "compiled_fsdp2": _check_compiled_fsdp2,
           "fsdp2_vs_single": _check_fsdp2_vs_single, "dcp_resume": _check_dcp_resume}
 
 
