@@ -58,7 +58,8 @@ def _shard(t, rank, world):
 def _ddp_losses(device, group, rank, world, compiled=False):
     """10 DDP steps on `device` with `group`: tiny buckets (one per parameter), the third step
     accumulated over two micro-batches under no_sync, and find_unused_parameters. Returns the
-    global mean loss per step, the final parameters, and the buffer after DDP's broadcast."""
+    global mean loss per step, the final parameters, the buffer after DDP's broadcast, and DDP's
+    logging data (its reducer's timings)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
     net = Net(rank).to(device)
     ddp = DDP(net, process_group=group, find_unused_parameters=True,
@@ -87,7 +88,8 @@ def _ddp_losses(device, group, rank, world, compiled=False):
         total = loss.detach().clone()
         dist.all_reduce(total, group=group)
         losses.append(total.item() / world)
-    return losses, [p.detach().cpu() for p in net.parameters()], net.shift.cpu()
+    return (losses, [p.detach().cpu() for p in net.parameters()], net.shift.cpu(),
+            ddp._get_ddp_logging_data())
 
 
 def _reference_losses(world):
@@ -124,17 +126,19 @@ def _close(a, b, rtol, atol=1e-6):
 # The checks, each run by both ranks
 
 def _check_ddp(state, rank, world):
-    losses, params, shift = state["ddp"] = _ddp_losses("tpu", None, rank, world)
+    losses, params, shift, logged = state["ddp"] = _ddp_losses("tpu", None, rank, world)
     ref_losses, ref_params = _reference_losses(world)
     _close(losses, ref_losses, rtol=1e-5)
     _close(params[:6], ref_params[:6], rtol=1e-4, atol=1e-5)  # `unused` never trains
     _close(params[6:], ref_params[6:], rtol=0, atol=0)
     assert torch.equal(shift, torch.full((16,), 0.1)), shift  # rank 0's buffer everywhere
+    for key in ("avg_forward_compute_time", "avg_backward_compute_time", "avg_backward_comm_time"):
+        assert logged.get(key, 0) > 0, (key, logged)  # the reducer timed with tpu events
 
 
 def _check_ddp_vs_gloo(state, rank, world):
     gloo = dist.new_group(backend="gloo")
-    losses, params, _ = _ddp_losses("cpu", gloo, rank, world)
+    losses, params, _, _ = _ddp_losses("cpu", gloo, rank, world)
     _close(state["ddp"][0], losses, rtol=1e-5)
     _close(state["ddp"][1], params, rtol=1e-4, atol=1e-5)
 
@@ -142,9 +146,9 @@ def _check_ddp_vs_gloo(state, rank, world):
 def _check_compiled_ddp(state, rank, world):
     import torchtpu
     before = torchtpu.metrics()
-    losses, params, _ = _ddp_losses("tpu", None, rank, world, compiled=True)
+    losses, params, _, _ = _ddp_losses("tpu", None, rank, world, compiled=True)
     after = torchtpu.metrics()
-    eager, eager_params, _ = _ddp_losses("tpu", None, rank, world, compiled=False)
+    eager, eager_params, _, _ = _ddp_losses("tpu", None, rank, world, compiled=False)
     _close(losses, eager, rtol=1e-6)
     _close(params, eager_params, rtol=1e-5, atol=1e-6)
     assert after["compiled_replays"] > before["compiled_replays"], after
