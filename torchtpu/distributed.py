@@ -128,6 +128,8 @@ class _Host:
             torch.tpu.current_stream().synchronize()
 
     def __del__(self):
+        if not getattr(self, "reusable", False):  # its Work was dropped unfinished: gloo's own
+            return  # references keep the memory until it is done; it is freed, not reused
         try:
             for buf in self.flats.values():
                 _POOL.give(buf)
@@ -193,7 +195,9 @@ class _Work(dist._Work):
                 self._error = e
                 raise
             self._finished = True
-            self._finish = None  # its host buffers may go back to the pool now
+            self._finish = None
+            for h in self._hosts:  # gloo is done with them: they may go back to the pool
+                h.reusable = True
             self._hosts = []
 
     def _fail(self, error: RuntimeError):
@@ -472,7 +476,10 @@ class ProcessGroupTPU(dist.ProcessGroup):
         buf = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
         buf[:len(mine)] = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
         everyone = torch.empty(self._size, _SIGNATURE_BYTES, dtype=torch.uint8)
-        self._gloo._allgather_base(everyone.view(-1), buf).wait()
+        try:
+            self._gloo._allgather_base(everyone.view(-1), buf).wait()
+        except RuntimeError as e:
+            raise self._failure(f"{what} (collective #{self._seq + 1} of this group)", e) from e
         ranks = [json.loads(bytes(row[row != 0].tolist()).decode()) for row in everyone]
         problem = _disagreement(ranks)
         if problem:

@@ -250,11 +250,12 @@ def _async_op_returns_while_gloo_runs(group, rank, world):
     t0 = time.perf_counter()
     work = dist.all_reduce(x, async_op=True, group=group)
     issued = time.perf_counter() - t0
-    if rank == 0:
-        assert issued < 0.5, issued
-        assert not work.is_completed()
     fut = work.get_future()
+    in_flight = not work.is_completed()
     work.wait()
+    if rank == 0 and torchtpu.get_eager_mode() != "debug":  # debug: every rank first agrees
+        assert issued < 0.5, issued
+        assert in_flight
     assert work.is_completed() and work.is_success()
     (value,) = fut.wait()
     expected = torch.arange(1 << 16, dtype=torch.float32) * 2 + 1
