@@ -53,6 +53,12 @@ class _Graph:
         self.programs = _C._CompiledGraph()
         self.captures = 0
         self.warned: set[str] = set()
+        # Collectives are staged through the host on the CPU plugin, so such a graph cannot be
+        # one device program: its warning names them.
+        self.collectives = sorted({n.target.name() for n in gm.graph.nodes
+                                   if n.op == "call_function" and isinstance(
+                                       n.target, torch._ops.OpOverload)
+                                   and n.target.namespace == "_c10d_functional"})
         self.debug = _debug_directory()
         if self.debug:
             with open(os.path.join(self.debug, f"{self.name}.fx.py"), "w") as f:
@@ -94,6 +100,9 @@ class _Graph:
     def _warn(self, why: str) -> None:
         if why not in self.warned:
             self.warned.add(why)
+            if self.collectives:
+                why = (f"it holds the collectives {', '.join(self.collectives)}, which run "
+                       f"through the host, not in the program ({why})")
             warnings.warn(f"torchtpu: compiled graph {self.name} runs eagerly on these inputs: "
                           f"{why}", stacklevel=2)
 

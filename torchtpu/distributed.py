@@ -770,6 +770,19 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return self._group_work("coalesced collectives", works)
 
 
+def _outside_dynamo(cls) -> None:
+    """C++ callers (DDP's reducer, c10d's functional collectives) run these methods as new Python
+    frames, which Dynamo would try to trace when a compiled frame is on the stack: they are host
+    code and run as written."""
+    for name, fn in list(vars(cls).items()):
+        if callable(fn) and not name.startswith("__"):
+            setattr(cls, name, torch._disable_dynamo(fn))
+
+
+_outside_dynamo(ProcessGroupTPU)
+_outside_dynamo(_Work)
+
+
 def _create(options, backend_options=None) -> ProcessGroupTPU:
     """The creator `register_backend(extended_api=True)` calls, with c10d's
     _DistributedBackendOptions (store, group_rank, group_size, timeout, ...)."""

@@ -1,0 +1,361 @@
+"""PyTorch's own parallelisms on "tpu" in real processes, one tpu device each (the CPU plugin):
+DistributedDataParallel (gradient buckets, no_sync, unused parameters, buffers broadcast from
+rank 0) against a single-process run and against the same DDP on CPU tensors over gloo; a
+compiled DDP step and a compiled FSDP2 model against the eager ones; FSDP2 (bfloat16 parameters, float32 reductions,
+resharding after forward, forward prefetch) against a single-rank FSDP2 run; a DCP checkpoint of
+FSDP2 model and optimizer written by 2 ranks and resumed by 1. Process start-up dominates the
+time, so one group of 2 ranks runs every check (the single-rank runs on a 1-rank subgroup of
+rank 0), and one test per check reads its outcome."""
+
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+STEPS = 10
+SAVE_AT = 5  # the DCP checkpoint holds the state after this many FSDP2 steps
+
+
+class Net(torch.nn.Module):
+    """A small MLP with a buffer that differs per rank until DDP broadcasts it, and a layer that
+    is used only when asked (an unused parameter for DDP). Defined here, not as an nn.Sequential:
+    Dynamo compiles frames of user modules (it inlines torch.nn's own only when called from
+    them)."""
+
+    def __init__(self, rank=0):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 16)
+        self.c = torch.nn.Linear(16, 4)
+        self.unused = torch.nn.Linear(16, 4)
+        self.register_buffer("shift", torch.full((16,), 0.1 * (rank + 1)))
+
+    def forward(self, x, use_all=False):
+        h = torch.relu(self.a(x)) + self.shift
+        h = torch.relu(self.b(h))
+        return self.c(h) + (self.unused(h) if use_all else 0)
+
+
+def _data(world):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(STEPS, 4 * world, 8, generator=g), torch.randn(STEPS, 4 * world, 4,
+                                                                       generator=g)
+
+
+def _shard(t, rank, world):
+    return t.chunk(world)[rank]
+
+
+def _ddp_losses(device, group, rank, world, compiled=False):
+    """10 DDP steps on `device` with `group`: tiny buckets (one per parameter), the third step
+    accumulated over two micro-batches under no_sync, and find_unused_parameters. Returns the
+    global mean loss per step, the final parameters, the buffer after DDP's broadcast, and DDP's
+    logging data (its reducer's timings)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    net = Net(rank).to(device)
+    ddp = DDP(net, process_group=group, find_unused_parameters=True,
+              bucket_cap_mb=None if compiled else 0.0005)  # DDPOptimizer wants >= the first's
+    fwd = torch.compile(ddp, backend="tpu") if compiled else ddp
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    X, Y = _data(world)
+    losses = []
+    for i in range(STEPS):
+        x, y = _shard(X[i], rank, world).to(device), _shard(Y[i], rank, world).to(device)
+        opt.zero_grad()
+        if i == 2:  # gradient accumulation: the first half-batch reduces nothing
+            with ddp.no_sync():
+                F.mse_loss(fwd(x[:2]), y[:2]).mul(0.5).backward()
+            own = net.a.weight.grad.detach().clone()
+            both = own.clone()
+            dist.all_reduce(both, group=group)
+            assert not torch.allclose(both, 2 * own), "no_sync reduced the gradients"
+            loss = F.mse_loss(fwd(x[2:]), y[2:]).mul(0.5)
+            loss.backward()
+            loss = loss * 2  # the other half's loss is not kept: report this half's, unscaled
+        else:
+            loss = F.mse_loss(fwd(x), y)
+            loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total, group=group)
+        losses.append(total.item() / world)
+    return (losses, [p.detach().cpu() for p in net.parameters()], net.shift.cpu(),
+            ddp._get_ddp_logging_data())
+
+
+def _reference_losses(world):
+    """The same 10 steps in one process on the CPU, each step on the whole batch (the no_sync step
+    as its two micro-batches: each rank's first quarter, then its second)."""
+    net = Net(0)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    X, Y = _data(world)
+    losses = []
+    for i in range(STEPS):
+        opt.zero_grad()
+        if i == 2:
+            parts = [(_shard(X[i], r, world), _shard(Y[i], r, world)) for r in range(world)]
+            first = sum(F.mse_loss(net(x[:2]), y[:2]) for x, y in parts) / world
+            second = sum(F.mse_loss(net(x[2:]), y[2:]) for x, y in parts) / world
+            (0.5 * (first + second)).backward()
+            loss = second
+        else:
+            loss = F.mse_loss(net(X[i]), Y[i])
+            loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach() for p in net.parameters()]
+
+
+def _close(a, b, rtol, atol=1e-6):
+    assert len(a) == len(b), (a, b)
+    for x, y in zip(a, b):
+        x, y = torch.as_tensor(x), torch.as_tensor(y)
+        assert torch.allclose(x, y, rtol=rtol, atol=atol), (x, y)
+
+
+# ----------------------------------------------------------------------------------------------
+# The checks, each run by both ranks
+
+def _check_ddp(state, rank, world):
+    losses, params, shift, logged = state["ddp"] = _ddp_losses("tpu", None, rank, world)
+    ref_losses, ref_params = _reference_losses(world)
+    _close(losses, ref_losses, rtol=1e-5)
+    _close(params[:6], ref_params[:6], rtol=1e-4, atol=1e-5)  # `unused` never trains
+    _close(params[6:], ref_params[6:], rtol=0, atol=0)
+    assert torch.equal(shift, torch.full((16,), 0.1)), shift  # rank 0's buffer everywhere
+    for key in ("avg_forward_compute_time", "avg_backward_compute_time", "avg_backward_comm_time"):
+        assert logged.get(key, 0) > 0, (key, logged)  # the reducer timed with tpu events
+
+
+def _check_ddp_vs_gloo(state, rank, world):
+    gloo = dist.new_group(backend="gloo")
+    losses, params, _, _ = _ddp_losses("cpu", gloo, rank, world)
+    _close(state["ddp"][0], losses, rtol=1e-5)
+    _close(state["ddp"][1], params, rtol=1e-4, atol=1e-5)
+
+
+def _check_compiled_ddp(state, rank, world):
+    import torchtpu
+    before = torchtpu.metrics()
+    losses, params, _, _ = _ddp_losses("tpu", None, rank, world, compiled=True)
+    after = torchtpu.metrics()
+    eager, eager_params, _, _ = _ddp_losses("tpu", None, rank, world, compiled=False)
+    _close(losses, eager, rtol=1e-6)
+    _close(params, eager_params, rtol=1e-5, atol=1e-6)
+    assert after["compiled_replays"] > before["compiled_replays"], after
+    assert after["compiled_eager_runs"] == before["compiled_eager_runs"], after
+    assert after["cpu_fallback_calls"] == before["cpu_fallback_calls"], after["cpu_fallbacks"]
+
+
+def _check_compiled_functional_collective(state, rank, world):
+    """A compiled graph holding a functional collective gives the collective's values and says
+    once, naming it, that it runs eagerly (the collective goes through the host)."""
+    import warnings
+
+    import torch.distributed._functional_collectives as funcol
+
+    @torch.compile(backend="tpu")
+    def f(x):
+        return funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [f(torch.full((4,), float(rank + i), device="tpu")).cpu() for i in range(3)]
+    for i, out in enumerate(outs):
+        assert out.tolist() == [2.0 * (2 * i + 1) + 1] * 4, (i, out)
+    said = [str(w.message) for w in caught if "_c10d_functional::all_reduce" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+
+
+def _fsdp_model(mesh):
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    net = Net(0).to("tpu")
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in (net.a, net.b, net.c):
+        fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
+    fully_shard(net, mesh=mesh, mp_policy=policy)
+    net.a.set_modules_to_forward_prefetch([net.b])
+    net.b.set_modules_to_forward_prefetch([net.c])
+    return net, torch.optim.AdamW(net.parameters(), lr=0.01)
+
+
+def _fsdp_steps(net, opt, group, rank, world, steps, on_step=None):
+    X, Y = _data(2)  # the batches of the 2-rank run, whatever the world size
+    losses = []
+    for i in steps:
+        x, y = _shard(X[i], rank, world).to("tpu"), _shard(Y[i], rank, world).to("tpu")
+        loss = F.mse_loss(net(x, use_all=True).float(), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total, group=group)
+        losses.append(total.item() / world)
+        if on_step is not None:
+            on_step(i)
+    return losses
+
+
+def _full_state(net, opt, group=None):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    msd, osd = get_state_dict(net, opt, options=StateDictOptions(full_state_dict=True,
+                                                                 cpu_offload=True))
+    return {"model": msd, "optim": osd}
+
+
+def _check_fsdp2(state, rank, world):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+    net, opt = _fsdp_model(init_device_mesh("tpu", (world,)))
+    assert net.a.weight.device.type == "tpu" and net.a.weight.to_local().shape == (8, 8)
+
+    def save(i):
+        if i == SAVE_AT - 1:
+            msd, osd = get_state_dict(net, opt)
+            dcp.save({"model": msd, "optim": osd}, checkpoint_id=state["checkpoint"])
+            state["saved"] = _full_state(net, opt)
+    state["fsdp2"] = _fsdp_steps(net, opt, None, rank, world, range(STEPS), save)
+
+    # One rank alone (a 1-rank subgroup): the same run from the start, and the resumed one.
+    solo = dist.new_group([0])
+    if rank != 0:
+        return
+    mesh = DeviceMesh.from_group(solo, "tpu")
+    net1, opt1 = _fsdp_model(mesh)
+    state["fsdp2_single"] = _fsdp_steps(net1, opt1, solo, 0, 1, range(STEPS))
+    net2, opt2 = _fsdp_model(mesh)
+    msd, osd = get_state_dict(net2, opt2)
+    loaded = {"model": msd, "optim": osd}
+    dcp.load(loaded, checkpoint_id=state["checkpoint"], process_group=solo)
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    set_state_dict(net2, opt2, model_state_dict=loaded["model"],
+                   optim_state_dict=loaded["optim"])
+    state["resumed_state"] = _full_state(net2, opt2)
+    state["fsdp2_resumed"] = _fsdp_steps(net2, opt2, solo, 0, 1, range(SAVE_AT, STEPS))
+
+
+def _check_compiled_fsdp2(state, rank, world):
+    """The FSDP2 model compiled (its hooks run between the graphs) gives the eager run's first
+    losses, every graph replayed on the device."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import torchtpu
+    net, opt = _fsdp_model(init_device_mesh("tpu", (world,)))
+    net.compile(backend="tpu")
+    before = torchtpu.metrics()
+    losses = _fsdp_steps(net, opt, None, rank, world, range(4))
+    after = torchtpu.metrics()
+    _close(losses, state["fsdp2"][:4], rtol=1e-6)
+    assert after["compiled_replays"] > before["compiled_replays"], after
+    assert after["compiled_eager_runs"] == before["compiled_eager_runs"], after
+
+
+def _check_fsdp2_vs_single(state, rank, world):
+    if rank == 0:  # bfloat16 parameters: the two runs round their matmuls differently
+        _close(state["fsdp2"], state["fsdp2_single"], rtol=2e-2)
+
+
+def _flat_state(tree, prefix=""):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _flat_state(v, f"{prefix}/{k}")
+    elif isinstance(tree, (list, tuple)):
+        for i, v in enumerate(tree):
+            yield from _flat_state(v, f"{prefix}/{i}")
+    else:
+        yield prefix, tree
+
+
+def _check_dcp_resume(state, rank, world):
+    if rank != 0:
+        return
+    saved = dict(_flat_state(state["saved"]))
+    resumed = dict(_flat_state(state["resumed_state"]))
+    assert saved.keys() == resumed.keys(), (saved.keys(), resumed.keys())
+    assert any("exp_avg" in k for k in saved), saved.keys()
+    for k, v in saved.items():  # the state 1 rank resumes from is the 2 ranks' state, bitwise
+        if isinstance(v, torch.Tensor):
+            assert torch.equal(v, resumed[k].to(v.device)), k
+        else:
+            assert v == resumed[k], k
+    _close(state["fsdp2_resumed"], state["fsdp2"][SAVE_AT:], rtol=2e-2)
+
+
+CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
+          "compiled_ddp": _check_compiled_ddp,
+          "compiled_functional_collective": _check_compiled_functional_collective,
+          "fsdp2": _check_fsdp2, "compiled_fsdp2": _check_compiled_fsdp2,
+          "fsdp2_vs_single": _check_fsdp2_vs_single, "dcp_resume": _check_dcp_resume}
+
+
+# ----------------------------------------------------------------------------------------------
+# The group of ranks
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world, port, out_dir):
+    import torchtpu
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    torchtpu._C._set_cpu_fallback_policy("error")  # torchtpu loaded with this module's torch
+    results = {}
+    try:
+        dist.init_process_group("tpu", rank=rank, world_size=world)
+        state = {"checkpoint": os.path.join(out_dir, "checkpoint")}
+        for name, check in CHECKS.items():
+            try:
+                check(state, rank, world)
+                results[name] = None
+            except Exception:  # noqa: BLE001  (reported by the test of this check)
+                results[name] = traceback.format_exc()
+            dist.barrier()
+    except Exception:  # noqa: BLE001
+        results["job"] = traceback.format_exc()
+    with open(os.path.join(out_dir, f"{rank}.json"), "w") as f:
+        json.dump(results, f)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    out_dir = str(tmp_path_factory.mktemp("parallel"))
+    group = mp.spawn(_worker, args=(2, _free_port(), out_dir), nprocs=2, join=False)
+    deadline = time.monotonic() + 300
+    while not group.join(timeout=2) and time.monotonic() < deadline:
+        pass
+    for p in group.processes:
+        if p.is_alive():
+            p.kill()
+    results = []
+    for r in range(2):
+        with open(os.path.join(out_dir, f"{r}.json")) as f:
+            results.append(json.load(f))
+        assert results[r].get("job") is None, results[r]["job"]
+    return results
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_two_ranks(two_ranks, check):
+    for rank, results in enumerate(two_ranks):
+        assert check in results, f"rank {rank} did not run {check}"
+        assert results[check] is None, f"rank {rank}:\n{results[check]}"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
