@@ -47,6 +47,8 @@ bench: build
 	$(PY) benchmarks/compile.py
 	$(PY) benchmarks/index_checks.py
 	$(PY) benchmarks/amp.py
+	$(PY) benchmarks/collectives.py
+	$(PY) benchmarks/ddp_step.py
 
 clean:
 	rm -rf build torchtpu/*.so
