@@ -12,7 +12,7 @@ import traceback
 import torch.multiprocessing as mp
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -55,12 +55,13 @@ def _worker(rank, world, port, job, out_dir):
         dist.destroy_process_group()
 
 
-def spawn(job, world: int, out_dir: str, timeout: float = 240) -> list[dict]:
-    """Each rank's results; asserts that every rank finished its job."""
+def launch(worker, world: int, out_dir: str, *args, timeout: float = 240):
+    """Runs worker(rank, world, port, *args) in `world` spawned processes (`port` a free one for
+    the store) and waits up to `timeout` seconds, killing those still running. Returns each rank's
+    results, read from `out_dir`/<rank>.json (None where the rank wrote none), and the exit codes."""
     ctx = mp.get_context("spawn")
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, job, out_dir))
-             for r in range(world)]
+    port = free_port()
+    procs = [ctx.Process(target=worker, args=(r, world, port, *args)) for r in range(world)]
     for p in procs:
         p.start()
     deadline = time.monotonic() + timeout
@@ -69,6 +70,7 @@ def spawn(job, world: int, out_dir: str, timeout: float = 240) -> list[dict]:
     for p in procs:
         if p.is_alive():
             p.kill()
+            p.join()
     results = []
     for r in range(world):
         path = os.path.join(out_dir, f"{r}.json")
@@ -77,10 +79,20 @@ def spawn(job, world: int, out_dir: str, timeout: float = 240) -> list[dict]:
             continue
         with open(path) as f:
             results.append(json.load(f))
-    codes = [p.exitcode for p in procs]
+    return results, [p.exitcode for p in procs]
+
+
+def finished(results: list, codes: list) -> list[dict]:
+    """The results, once every rank wrote them and none reports its job failing."""
     assert all(r is not None for r in results), f"a rank died: exit codes {codes}"
     for r in results:
         assert r.get("job") is None, r["job"]
+    return results
+
+
+def spawn(job, world: int, out_dir: str, timeout: float = 240) -> list[dict]:
+    """Each rank's results from job(rank, world, results); asserts that every rank finished."""
+    results = finished(*launch(_worker, world, out_dir, job, out_dir, timeout=timeout))
     print(f"seconds per check on rank 0: {results[0].get('seconds')}")  # shown by pytest -s
     return results
 

@@ -6,16 +6,15 @@ started once (a module fixture) and runs all its checks; one test per check read
 import datetime
 import json
 import os
-import socket
 import sys
 import time
 import traceback
 
 import pytest
+import ranks
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
-import torch.multiprocessing as mp
 from conftest import sample
 from torch.distributed import ReduceOp
 
@@ -360,12 +359,6 @@ def _killed_rank_fails_the_others(group, rank, world):
 # The processes
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _compare(got, expected):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
@@ -454,37 +447,11 @@ def _check_equal(got, expected):
 JOBS = {"two": _job_two, "four": _job_four}
 
 
-def _spawn(job, world, tmp_path_factory, timeout=240):
-    out_dir = str(tmp_path_factory.mktemp(job))
-    ctx = mp.get_context("spawn")
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, job, out_dir))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + timeout
-    for p in procs:
-        p.join(max(1.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    results = []
-    for r in range(world):
-        path = os.path.join(out_dir, f"{r}.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                results.append(json.load(f))
-        else:
-            results.append(None)
-    return results, [p.exitcode for p in procs]
-
-
 def _ranks(job, world, tmp_path_factory, exit_codes):
-    results, codes = _spawn(job, world, tmp_path_factory)
+    out_dir = str(tmp_path_factory.mktemp(job))
+    results, codes = ranks.launch(_worker, world, out_dir, job, out_dir)
     assert codes == exit_codes, f"exit codes {codes}"
-    for r in results:
-        assert r.get("job") is None, r["job"]
-    return results
+    return ranks.finished(results, codes)
 
 
 @pytest.fixture(scope="module")
@@ -497,20 +464,14 @@ def four_ranks(tmp_path_factory):
     return _ranks("four", 4, tmp_path_factory, [0, 0, 0, 0])
 
 
-def _assert_passed(ranks, check):
-    for rank, results in enumerate(ranks):
-        assert check in results, f"rank {rank} did not run {check}"
-        assert results[check] is None, f"rank {rank}:\n{results[check]}"
-
-
 @pytest.mark.parametrize("check", list(SAME) + list(OWN) + list(FAILURES))
 def test_two_ranks(two_ranks, check):
-    _assert_passed(two_ranks, check)
+    ranks.assert_passed(two_ranks, check)
 
 
 @pytest.mark.parametrize("check", ["default_backend_is_tpu", "mesh_2x2"] + FOUR_SAME)
 def test_four_ranks(four_ranks, check):
-    _assert_passed(four_ranks, check)
+    ranks.assert_passed(four_ranks, check)
 
 
 def test_registration():

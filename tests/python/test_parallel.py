@@ -9,15 +9,13 @@ rank 0), and one test per check reads its outcome."""
 
 import json
 import os
-import socket
 import sys
-import time
 import traceback
 
 import pytest
+import ranks
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 STEPS = 10
@@ -302,12 +300,6 @@ CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
 # The group of ranks
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(rank, world, port, out_dir):
     import torchtpu
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
@@ -335,26 +327,12 @@ def _worker(rank, world, port, out_dir):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out_dir = str(tmp_path_factory.mktemp("parallel"))
-    group = mp.spawn(_worker, args=(2, _free_port(), out_dir), nprocs=2, join=False)
-    deadline = time.monotonic() + 300
-    while not group.join(timeout=2) and time.monotonic() < deadline:
-        pass
-    for p in group.processes:
-        if p.is_alive():
-            p.kill()
-    results = []
-    for r in range(2):
-        with open(os.path.join(out_dir, f"{r}.json")) as f:
-            results.append(json.load(f))
-        assert results[r].get("job") is None, results[r]["job"]
-    return results
+    return ranks.finished(*ranks.launch(_worker, 2, out_dir, out_dir, timeout=300))
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_two_ranks(two_ranks, check):
-    for rank, results in enumerate(two_ranks):
-        assert check in results, f"rank {rank} did not run {check}"
-        assert results[check] is None, f"rank {rank}:\n{results[check]}"
+    ranks.assert_passed(two_ranks, check)
 
 
 if __name__ == "__main__":
