@@ -63,6 +63,18 @@ void lstsq_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK(self.scalar_type() == at::kFloat || self.scalar_type() == at::kDouble ||
                   self.is_complex(),
               "This function doesn't handle types other than float and double");
+  // The outputs' dtypes as the CPU checks them: the solution castable from the input's, the
+  // residuals and singular values from its real type, the rank from int64.
+  const at::Tensor &solution_out = args[4].toTensor(), &residuals_out = args[5].toTensor(),
+                   &rank_out = args[6].toTensor(), &singular_values_out = args[7].toTensor();
+  at::ScalarType real = c10::toRealValueType(self.scalar_type());
+  at::native::checkLinalgCompatibleDtype("torch.linalg.lstsq", solution_out, self, "solution");
+  at::native::checkLinalgCompatibleDtype("torch.linalg.lstsq", residuals_out.scalar_type(), real,
+                                         "residuals");
+  at::native::checkLinalgCompatibleDtype("torch.linalg.lstsq", rank_out.scalar_type(), at::kLong,
+                                         "rank");
+  at::native::checkLinalgCompatibleDtype("torch.linalg.lstsq", singular_values_out.scalar_type(),
+                                         real, "singular_values");
   int64_t m = self.size(-2), n = self.size(-1), k = rhs.size(-1);
   std::vector<int64_t> batch = at::infer_size(batch_of(self), batch_of(rhs));
   int64_t batch_count = 1;
