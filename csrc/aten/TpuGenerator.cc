@@ -17,7 +17,7 @@ namespace torchtpu::aten {
 namespace {
 
 constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default_rng_seed_val
-constexpr size_t kStateBytes = 3 * sizeof(uint64_t);
+constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
 
 }  // namespace
 
@@ -69,10 +69,10 @@ void TpuGeneratorImpl::set_state(const c10::TensorImpl& state) {
                    "RNG state must be a torch.ByteTensor");
   TORCH_CHECK(state.numel() == static_cast<int64_t>(kStateBytes),
               "RNG state is wrong size: expected ", kStateBytes, " bytes, got ", state.numel());
-  uint64_t values[3];
+  uint64_t values[2];
   std::memcpy(values, state.data(), kStateBytes);
   seed_ = values[0];
-  upload_state(values + 1);
+  upload_state(values);
   seeded_ = true;
 }
 
@@ -80,10 +80,10 @@ c10::intrusive_ptr<c10::TensorImpl> TpuGeneratorImpl::get_state() const {
   engine::refuse_in_forked_child();
   at::Tensor state = at::empty({static_cast<int64_t>(kStateBytes)},
                                at::TensorOptions().dtype(at::kByte).device(at::kCPU));
-  uint64_t values[3] = {seed_, seed_, 0};
+  uint64_t values[2] = {seed_, 0};
   if (seeded_) {
     settle_state();
-    state_->buffer()->to_host(values + 1, 2 * sizeof(uint64_t));
+    state_->buffer()->to_host(values, kStateBytes);
   }
   std::memcpy(state.data_ptr(), values, kStateBytes);
   return state.getIntrusivePtr();

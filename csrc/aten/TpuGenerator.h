@@ -1,5 +1,5 @@
-// The "tpu" random generator. Its state lives on the device: a ThreeFry state (ui64[2]) in a
-// persistent storage that every random op reads and replaces in the same program, so random
+// The "tpu" random generator. Its state lives on the device: a ThreeFry state (ui64[2]: the key,
+// which is the seed, and a counter that every draw advances) in a persistent storage that every random op reads and replaces in the same program, so random
 // numbers are drawn without a host round trip, deferred and compiled programs draw them in place,
 // and torch.manual_seed reproduces a run.
 #pragma once
@@ -22,7 +22,8 @@ class TpuGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t seed() override;
   void set_offset(uint64_t offset) override { offset_ = offset; }
   uint64_t get_offset() const override { return offset_; }
-  // The state is a 24-byte CPU uint8 tensor: the seed, then the device state's two words.
+  // The state is a 16-byte CPU uint8 tensor laid out as CUDA's Philox state, (seed, offset): the
+  // ThreeFry key and counter. A counter-based state is what DTensor's RNG tracker moves per shard.
   void set_state(const c10::TensorImpl& state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 

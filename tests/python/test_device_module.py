@@ -100,7 +100,7 @@ def test_manual_seed_reaches_the_tpu_generator():
     torch.manual_seed(1234)
     assert torch.tpu.initial_seed() == 1234
     state = torch.tpu.get_rng_state()
-    assert state.dtype == torch.uint8 and state.numel() == 24
+    assert state.dtype == torch.uint8 and state.numel() == 16
     torch.tpu.manual_seed(7)
     assert torch.tpu.initial_seed() == 7
     torch.tpu.set_rng_state(state)

@@ -214,12 +214,36 @@ def _train_llama(mesh, rank):
     torch.testing.assert_close(losses, train_llama.train("cpu", 2), rtol=1e-4, atol=1e-5)
 
 
+def _random(mesh, rank):
+    """DTensor's random ops (init, dropout) through PyTorch's RNG tracker, which moves the tpu
+    generator's (seed, offset) state per shard: shards differ, replicas agree, a seed repeats."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    def draw():
+        torch.manual_seed(3)
+        d = distribute_tensor(torch.empty(8, 6, device="tpu"), mesh, [Shard(0), Replicate()])
+        torch.nn.init.normal_(d)
+        kept = F.dropout(d, 0.5)
+        return d.to_local().cpu(), kept.to_local().cpu()
+
+    local, kept = draw()
+    assert torch.equal(draw()[0], local)
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (mesh.get_coordinate(), local, torch.tpu.get_rng_state()))
+    for coord, other, state in everyone:
+        same_shard = coord[0] == mesh.get_coordinate()[0]
+        assert torch.equal(other, local) == same_shard, (coord, other, local)
+        assert torch.equal(state, everyone[0][2])  # every rank's generator moved alike
+    assert 0.5 < local.std() < 1.5
+    assert torch.all((kept == 0) | torch.isclose(kept, 2 * local)), kept
+
+
 def _no_fallback(mesh, rank):
     assert torchtpu.metrics()["cpu_fallbacks"] == {}, torchtpu.metrics()["cpu_fallbacks"]
 
 
 CHECKS = {"distribute": _distribute, "redistribute": _redistribute, "ops": _ops,
-          "tensor_parallel": _tensor_parallel, "train_llama": _train_llama,
+          "tensor_parallel": _tensor_parallel, "train_llama": _train_llama, "random": _random,
           "no_fallback": _no_fallback}
 
 

@@ -32,6 +32,25 @@ def test_rng_state_round_trips():
     assert torch.equal(torch.rand(8, device="tpu").cpu(), expected)
 
 
+def test_rng_state_is_seed_and_offset():
+    """CUDA's layout (DTensor's RNG tracker reads and moves it): 8 bytes of seed, 8 of offset."""
+    torch.manual_seed(11)
+    state = torch.tpu.get_rng_state()
+    assert state.numel() == 16
+    assert state[:8].view(torch.int64).item() == 11 and state[8:].view(torch.int64).item() == 0
+    torch.rand(10, device="tpu")
+    moved = torch.tpu.get_rng_state()
+    assert moved[:8].view(torch.int64).item() == 11 and moved[8:].view(torch.int64).item() > 0
+    at_offset = state.clone()
+    at_offset[8:] = torch.tensor([1000], dtype=torch.int64).view(torch.uint8)
+    torch.tpu.set_rng_state(at_offset)
+    a = torch.rand(8, device="tpu").cpu()
+    torch.tpu.set_rng_state(at_offset)
+    assert torch.equal(torch.rand(8, device="tpu").cpu(), a)
+    torch.tpu.set_rng_state(state)
+    assert not torch.equal(torch.rand(8, device="tpu").cpu(), a)
+
+
 def test_explicit_generator_is_independent_of_the_default():
     g = torch.Generator(device="tpu").manual_seed(9)
     a = torch.rand(16, device="tpu", generator=g).cpu()
