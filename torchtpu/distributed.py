@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
 
+from . import _C
 from .eager import get_eager_mode
 
 NAME = "tpu"
@@ -53,61 +54,22 @@ def _check_dense(tensors, what: str) -> None:
                              f"(got sizes {list(t.shape)}, strides {list(t.stride())})")
 
 
-class _PinnedPool:
-    """Pinned staging buffers kept for reuse, by size: a new buffer page-faults on its first
-    write, which for large ones costs as much as the copy itself."""
-
-    def __init__(self, max_bytes: int):
-        self._free: dict[int, list] = {}  # bytes -> [(uint8 buffer, event after its last use)]
-        self._bytes, self._max = 0, max_bytes
-        self._lock = threading.Lock()
-
-    def take(self, dtype: torch.dtype, numel: int) -> torch.Tensor:
-        nbytes = numel * dtype.itemsize
-        with self._lock:
-            entries = self._free.get(nbytes)
-            entry = entries.pop() if entries else None
-            if entry is not None:
-                self._bytes -= nbytes
-        if entry is None:
-            return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).view(dtype)
-        buf, read = entry
-        read.synchronize()  # the device has read what was copied out of it
-        return buf.view(dtype)
-
-    def give(self, buf: torch.Tensor) -> None:
-        raw = buf.view(torch.uint8)
-        read = torch.tpu.Event()
-        read.record()  # after every copy from it launched so far
-        with self._lock:
-            if raw.numel() == 0 or self._bytes + raw.numel() > self._max:
-                return
-            self._free.setdefault(raw.numel(), []).append((raw, read))
-            self._bytes += raw.numel()
-
-
-_POOL = _PinnedPool(512 << 20)
-# The _Host objects a collective made on this thread, until its Work takes them: gloo reads
-# and writes their buffers until it is done, so they may not return to the pool before.
-_STAGED = threading.local()
-
-
 class _Host:
     """Host copies of some tensors, one flat pinned buffer per dtype: `views[i]` is tensor i's
-    host tensor (the tensor itself when it is on the CPU already). The buffers go back to the
-    pool when this object does."""
+    host tensor (the tensor itself when it is on the CPU already). Pinned memory comes from
+    torchtpu's host allocator, which keeps freed blocks for reuse (a new block page-faults on its
+    first write, which for large ones costs as much as the copy) and frees none while a copy or
+    gloo still uses it."""
 
     def __init__(self, tensors, download: bool):
-        if not hasattr(_STAGED, "hosts"):
-            _STAGED.hosts = []
-        _STAGED.hosts.append(self)
         self.tensors = list(tensors)
         self.views = [None] * len(self.tensors)
         sizes: dict[torch.dtype, int] = {}
         for t in self.tensors:
             if _is_tpu(t):
                 sizes[t.dtype] = sizes.get(t.dtype, 0) + t.numel()
-        flats = {dt: _POOL.take(dt, n) for dt, n in sizes.items()}
+        flats = {dt: torch.empty(n * dt.itemsize, dtype=torch.uint8, pin_memory=True).view(dt)
+                 for dt, n in sizes.items()}
         self.flats = flats
         offsets = dict.fromkeys(sizes, 0)
         launched = False
@@ -127,15 +89,6 @@ class _Host:
         if launched:  # the downloads run concurrently; gloo reads them only when all are done
             torch.tpu.current_stream().synchronize()
 
-    def __del__(self):
-        if not getattr(self, "reusable", False):  # its Work was dropped unfinished: gloo's own
-            return  # references keep the memory until it is done; it is freed, not reused
-        try:
-            for buf in self.flats.values():
-                _POOL.give(buf)
-        except Exception:  # noqa: BLE001, S110  (at interpreter exit torch may be gone)
-            pass
-
     @property
     def flat(self) -> torch.Tensor | None:
         """The one host buffer holding every tensor in order, if there is one (all on tpu, one
@@ -146,11 +99,19 @@ class _Host:
 
     def upload(self, indices=None) -> None:
         """Copies the host values back into the tensors (into tpu ones non_blocking: the pinned
-        buffer lives until the device has read it)."""
+        buffer lives until the device has read it). A tpu tensor alone in its host buffer takes
+        that buffer as its contents instead, without a copy where the plugin can (the CPU
+        plugin): this object is done with it."""
         for i in range(len(self.tensors)) if indices is None else indices:
             t, v = self.tensors[i], self.views[i]
-            if t.numel() and v is not t:  # detach: a received leaf may require grad (pipelining)
-                t.detach().copy_(v, non_blocking=_is_tpu(t))
+            if not t.numel() or v is t:
+                continue
+            t = t.detach()  # a received leaf may require grad (pipelining)
+            flat = self.flats.get(t.dtype) if _is_tpu(t) else None
+            if flat is not None and v.data_ptr() == flat.data_ptr() and v.numel() == flat.numel():
+                _C._adopt_pinned(v, t)
+            else:
+                t.copy_(v, non_blocking=_is_tpu(t))
 
 
 def _upload_all(hosts):
@@ -175,7 +136,6 @@ class _Work(dist._Work):
         self._pg, self._what, self._finish = pg, what, finish
         self._inners = [] if inner is None else inner if isinstance(inner, list) else [inner]
         self._parts = list(parts)
-        self._hosts, _STAGED.hosts = getattr(_STAGED, "hosts", []), []
         self._result = [] if result is None else result
         self._lock = threading.Lock()
         self._finished = False
@@ -196,9 +156,6 @@ class _Work(dist._Work):
                 raise
             self._finished = True
             self._finish = None
-            for h in self._hosts:  # gloo is done with them: they may go back to the pool
-                h.reusable = True
-            self._hosts = []
 
     def _fail(self, error: RuntimeError):
         with self._lock:

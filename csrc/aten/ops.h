@@ -43,6 +43,10 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 // Copies, fills and reads to the host (ops_copy.cc).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
+// Makes pinned CPU tensor `src`'s memory the contents of tpu tensor `dst` (same shape and dtype,
+// `dst` covering its storage) without a copy where the plugin can use host memory in place; else
+// copies it (non_blocking). The caller gives `src` up: it may not write it again.
+void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
 at::Scalar local_scalar_dense(const at::Tensor& self);
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value);
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value);

@@ -140,6 +140,22 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+void adopt_pinned(const at::Tensor& src, const at::Tensor& dst) {
+  TORCH_CHECK(src.is_cpu() && dst.is_privateuseone() && src.sizes() == dst.sizes(),
+              "torchtpu: adopt_pinned takes a CPU tensor and a tpu tensor of the same shape");
+  std::shared_ptr<const void> pinned = pinned_block(src.data_ptr());
+  engine::TensorView v = view_of(dst);
+  if (pinned == nullptr || src.scalar_type() != dst.scalar_type() || !src.is_contiguous() ||
+      !v.covers_storage() || dst.is_conj() || dst.is_neg() || src.is_conj() || src.is_neg() ||
+      v.storage->pending() != nullptr || engine::capturing()) {
+    copy_from(src, dst, /*non_blocking=*/pinned != nullptr);
+    return;
+  }
+  v.storage->set_buffer(engine::Runtime::get().adopt_host(src.data_ptr(), v.type, {v.numel()},
+                                                          dst.device().index(), pinned),
+                        v.type);
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   dst.resize_(self.sizes());
   return copy_from(self, dst, false);

@@ -199,7 +199,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
       // program, of the same element type (so of the same shape) as its new contents.
       if (launch == nullptr && s.argument >= 0 && s.read_type == s.type &&
           arguments_[s.argument] == s.storage->buffer() &&
-          arguments_[s.argument].use_count() == 2) {
+          arguments_[s.argument].use_count() == 2 &&
+          !arguments_[s.argument]->borrows_host_memory()) {
         donated_.emplace_back(s.argument, static_cast<int>(written));
         fingerprint_.add(int64_t{-4});
         fingerprint_.add(int64_t{s.argument});

@@ -186,6 +186,15 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload_async(const void* data, hlo::Eleme
   return buffer;
 }
 
+std::shared_ptr<pjrt::Buffer> Runtime::adopt_host(const void* data, hlo::ElementType type,
+                                                  const std::vector<int64_t>& dims, int device,
+                                                  std::shared_ptr<const void> keep) const {
+  // Not tracked as a launch: on the CPU plugin the plugin is done with `data` only when the
+  // buffer dies, which synchronize() must not wait for.
+  return client_->buffer_adopting_host(data, static_cast<PJRT_Buffer_Type>(type), dims,
+                                       this->device(device), std::move(keep));
+}
+
 void Runtime::download_async(std::shared_ptr<pjrt::Buffer> buffer, void* dst, size_t size,
                              int device, std::shared_ptr<const void> keep) {
   std::unique_ptr<pjrt::Event> done = buffer->to_host_async(dst, size);

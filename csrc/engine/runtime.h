@@ -59,6 +59,11 @@ class Runtime {
   std::shared_ptr<pjrt::Buffer> upload_async(const void* data, hlo::ElementType type,
                                              const std::vector<int64_t>& dims, int device,
                                              std::shared_ptr<const void> keep);
+  // A buffer over host memory owned by `keep`, used in place where the plugin can (the CPU
+  // plugin), else copied; `keep` is held while the plugin needs it. `data` may never change again.
+  std::shared_ptr<pjrt::Buffer> adopt_host(const void* data, hlo::ElementType type,
+                                           const std::vector<int64_t>& dims, int device,
+                                           std::shared_ptr<const void> keep) const;
   // Starts copying `buffer` to `dst` on the host without waiting; `dst` is written once
   // synchronize() or a later mark is done. `keep` (the memory holding `dst`) is held until then.
   void download_async(std::shared_ptr<pjrt::Buffer> buffer, void* dst, size_t size, int device,

@@ -8,6 +8,12 @@ Buffer::~Buffer() {
   TORCHTPU_PJRT_ARGS(PJRT_Buffer_Destroy_Args, args);
   args.buffer = buffer_;
   plugin_->api()->PJRT_Buffer_Destroy(&args);
+  host_done_.reset();  // after the buffer: its destruction is what readies it on the CPU plugin
+}
+
+void Buffer::borrow_host_memory(std::unique_ptr<Event> done, std::shared_ptr<const void> keep) {
+  done->on_ready([keep = std::move(keep)](const std::string&) mutable { keep.reset(); });
+  host_done_ = std::move(done);
 }
 
 PJRT_Buffer_Type Buffer::element_type() const {

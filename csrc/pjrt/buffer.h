@@ -35,9 +35,17 @@ class Buffer {
   bool is_deleted() const;
   std::unique_ptr<Buffer> copy_to(const Device& device) const;
 
+  // The buffer uses host memory owned by `keep` until `done` is ready (Client::
+  // buffer_adopting_host), which then lets `keep` go.
+  void borrow_host_memory(std::unique_ptr<Event> done, std::shared_ptr<const void> keep);
+  // Whether it still does: such a buffer may not be donated to a program's output, which would
+  // go on using the memory after this buffer (and with it `keep`) is gone.
+  bool borrows_host_memory() const { return host_done_ != nullptr && !host_done_->is_ready(); }
+
  private:
   std::shared_ptr<const Plugin> plugin_;
   PJRT_Buffer* buffer_;
+  std::unique_ptr<Event> host_done_;
 };
 
 }  // namespace torchtpu::pjrt

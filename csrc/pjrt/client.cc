@@ -112,6 +112,17 @@ std::unique_ptr<Buffer> Client::buffer_from_host_async(const void* data, PJRT_Bu
                             PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, done);
 }
 
+std::unique_ptr<Buffer> Client::buffer_adopting_host(const void* data, PJRT_Buffer_Type type,
+                                                     const std::vector<int64_t>& dims,
+                                                     const Device& device,
+                                                     std::shared_ptr<const void> keep) const {
+  std::unique_ptr<Event> done;
+  auto buffer = transfer_from_host(data, type, dims, device,
+                                   PJRT_HostBufferSemantics_kImmutableZeroCopy, &done);
+  if (done) buffer->borrow_host_memory(std::move(done), std::move(keep));
+  return buffer;
+}
+
 std::unique_ptr<Buffer> Client::transfer_from_host(const void* data, PJRT_Buffer_Type type,
                                                    const std::vector<int64_t>& dims,
                                                    const Device& device, int semantics,

@@ -65,6 +65,14 @@ class Client {
                                                  const std::vector<int64_t>& dims,
                                                  const Device& device,
                                                  std::unique_ptr<Event>* done) const;
+  // A buffer over host memory the caller gives up: a plugin that can (the CPU plugin, for 16-byte
+  // aligned dense data) uses `data` in place, others copy it. `keep` (what owns `data`) is held
+  // until the plugin is done with it: when the buffer dies, or when the copy is done; `data` must
+  // not change until then.
+  std::unique_ptr<Buffer> buffer_adopting_host(const void* data, PJRT_Buffer_Type type,
+                                               const std::vector<int64_t>& dims,
+                                               const Device& device,
+                                               std::shared_ptr<const void> keep) const;
   // Compiles StableHLO (text or bytecode) with serialized xla.CompileOptionsProto bytes.
   std::unique_ptr<Executable> compile(const std::string& mlir,
                                       const std::string& compile_options) const;

@@ -339,6 +339,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
   m.def("_set_index_checks", &aten::set_index_checks);
+  m.def("_adopt_pinned", [](const at::Tensor& src, const at::Tensor& dst) {
+    without_gil([&] { aten::adopt_pinned(src, dst); });
+  });
   m.def("_launches_in_flight", [](int device) {
     return without_gil([device] { return engine::Runtime::get().launches_in_flight(device); });
   });
