@@ -11,6 +11,13 @@ Dynamo's dynamic shapes are therefore specialized per concrete shape at run time
 A graph whose capture cannot be replayed (an op in it reads a value to the host or runs on the
 CPU, an input lives on the CPU) runs eagerly on those inputs, with a warning, never a wrong result.
 
+A graph holding functional collectives (`_c10d_functional` ops, from
+torch.distributed._functional_collectives) is split at them, with one warning when it is
+compiled: the collectives go through the process group, which stages them through the host, so
+they cannot be inside a device program. Each run of compute nodes between them is a graph of its
+own, captured and replayed as above; the collectives run eagerly between those, in the graph's
+order.
+
 TORCHTPU_COMPILE_DEBUG=1 writes each graph's FX code and each captured program's StableHLO into
 TORCHTPU_COMPILE_DEBUG_DIR (default ./torchtpu_compile_debug).
 """
@@ -18,20 +25,24 @@ TORCHTPU_COMPILE_DEBUG_DIR (default ./torchtpu_compile_debug).
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import warnings
 
 import torch
+from torch.fx.passes.split_module import split_module
 
 from . import _C
 
 _graph_numbers = itertools.count()
 _stats = {"compiled_graphs": 0, "compiled_captures": 0, "compiled_replays": 0,
-          "compiled_eager_runs": 0}
+          "compiled_eager_runs": 0, "compiled_collective_runs": 0}
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd")
 
 
 def stats() -> dict:
-    """Graphs handed over by AOTAutograd, programs captured, calls replayed, calls run eagerly."""
+    """Graphs handed over by AOTAutograd, programs captured, calls replayed, calls run eagerly,
+    and runs of the collectives between the device programs of a graph split at them."""
     return dict(_stats)
 
 
@@ -44,26 +55,24 @@ def _debug_directory() -> str | None:
     return folder
 
 
-class _Graph:
-    """One graph from AOTAutograd and the programs captured for it, one per signature."""
+def _write_fx(name: str, gm: torch.fx.GraphModule) -> None:
+    folder = _debug_directory()
+    if folder:
+        with open(os.path.join(folder, f"{name}.fx.py"), "w") as f:
+            f.write(gm.print_readable(print_output=False))
 
-    def __init__(self, gm: torch.fx.GraphModule, kind: str):
+
+class _Graph:
+    """One graph without collectives and the programs captured for it, one per signature."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
         self.gm = gm
-        self.name = f"graph_{next(_graph_numbers)}_{kind}"
+        self.name = name
         self.programs = _C._CompiledGraph()
         self.captures = 0
         self.warned: set[str] = set()
-        # Collectives are staged through the host on the CPU plugin, so such a graph cannot be
-        # one device program: its warning names them.
-        self.collectives = sorted({n.target.name() for n in gm.graph.nodes
-                                   if n.op == "call_function" and isinstance(
-                                       n.target, torch._ops.OpOverload)
-                                   and n.target.namespace == "_c10d_functional"})
         self.debug = _debug_directory()
-        if self.debug:
-            with open(os.path.join(self.debug, f"{self.name}.fx.py"), "w") as f:
-                f.write(gm.print_readable(print_output=False))
-        _stats["compiled_graphs"] += 1
+        _write_fx(name, gm)
 
     def __call__(self, args: list) -> list:
         args = list(args)
@@ -100,9 +109,6 @@ class _Graph:
     def _warn(self, why: str) -> None:
         if why not in self.warned:
             self.warned.add(why)
-            if self.collectives:
-                why = (f"it holds the collectives {', '.join(self.collectives)}, which run "
-                       f"through the host, not in the program ({why})")
             warnings.warn(f"torchtpu: compiled graph {self.name} runs eagerly on these inputs: "
                           f"{why}", stacklevel=2)
 
@@ -118,9 +124,84 @@ def _off_device(args: list) -> str:
     return "an input is not a tpu tensor"
 
 
+def _is_collective(node: torch.fx.Node) -> bool:
+    """A functional collective (wait_tensor included), or an element of one's list of results."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and _is_collective(node.args[0])
+    return (isinstance(node.target, torch._ops.OpOverload)
+            and node.target.namespace in _COLLECTIVE_NAMESPACES)
+
+
+def _partitions(graph: torch.fx.Graph) -> dict[torch.fx.Node, int]:
+    """Each node's partition, numbered in the graph's order: a run of compute nodes is one, a run
+    of collectives another. Placeholders, attributes and the output belong to none."""
+    ids: dict[torch.fx.Node, int] = {}
+    partition, previous = -1, None
+    for node in graph.nodes:
+        if node.op in ("placeholder", "get_attr", "output"):
+            continue
+        collective = _is_collective(node)
+        partition += collective != previous
+        previous = collective
+        ids[node] = partition
+    return ids
+
+
+class _DeviceProgram(torch.nn.Module):
+    """A run of compute nodes of a graph split at its collectives: a _Graph, captured once per
+    signature and replayed like any other."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
+        super().__init__()
+        self.compiled = _Graph(gm, name)
+
+    def forward(self, *args):
+        return self.compiled(list(args))
+
+
+class _EagerCollectives(torch.nn.Module):
+    """A run of collectives of a split graph: it calls into the process group, eagerly."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        super().__init__()
+        self.gm = gm
+
+    def forward(self, *args):
+        _stats["compiled_collective_runs"] += 1
+        return self.gm(*args)
+
+
+def _split_at_collectives(gm: torch.fx.GraphModule, name: str):
+    """The graph as one device program per run of compute nodes, its collectives run eagerly
+    between them, in the graph's order (split_module calls the partitions in the order of their
+    numbers); says so once."""
+    ids = _partitions(gm.graph)
+    split = split_module(gm, gm, ids.__getitem__, keep_original_order=True, tuple_return=True)
+    collective = {ids[n] for n in ids if _is_collective(n)}
+    compute = set(ids.values()) - collective
+    for i in set(ids.values()):
+        sub = getattr(split, f"submod_{i}")
+        piece = _DeviceProgram(sub, f"{name}_part{i}") if i in compute else _EagerCollectives(sub)
+        setattr(split, f"submod_{i}", piece)
+    names = sorted({n.target.name() for n in ids
+                    if _is_collective(n) and n.target is not operator.getitem})
+    warnings.warn(f"torchtpu: compiled graph {name} holds the collectives {', '.join(names)}, "
+                  "which run through the host, not in a device program: it is split into "
+                  f"{len(compute)} device programs around them", stacklevel=2)
+    return lambda args: list(split(*args))
+
+
 def _compiler(kind: str):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
-        graph = _Graph(gm, kind)
+        _stats["compiled_graphs"] += 1
+        name = f"graph_{next(_graph_numbers)}_{kind}"
+        if any(_is_collective(n) for n in gm.graph.nodes):
+            _write_fx(name, gm)
+            graph = _split_at_collectives(gm, name)
+        else:
+            graph = _Graph(gm, name)
 
         def run(args):  # AOTAutograd's boxed convention: the arguments in one list
             return graph(args)

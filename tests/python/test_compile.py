@@ -1,6 +1,7 @@
 """torch.compile(backend="tpu"): results against eager tpu and CPU, replays, training, the compiled
 optimizer, dynamic shapes, graph breaks, eager fallback with a warning, random numbers, input
-mutation and aliasing, the debug dump, and the cache across processes."""
+mutation and aliasing, the debug dump, the cache across processes, and a graph split at its
+collectives."""
 
 import os
 import warnings
@@ -316,3 +317,48 @@ def test_learning_rate_schedule_through_a_tpu_tensor_replays():
     d = stats_delta(before)
     assert d["compiled_captures"] == 1 and d["compiled_replays"] == 4
     torch.testing.assert_close(p.detach().cpu(), p_ref.detach(), rtol=1e-4, atol=1e-5)
+
+
+def graph_with_a_collective():
+    """x * y, then a functional collective (a wait_tensor, which needs no process group), then
+    + 1, written into y; returns the sum, the collective's result and x as it is."""
+    g = torch.fx.Graph()
+    x, y = g.placeholder("x"), g.placeholder("y")
+    prod = g.call_function(torch.ops.aten.mul.Tensor, (x, y))
+    waited = g.call_function(torch.ops._c10d_functional.wait_tensor.default, (prod,))
+    total = g.call_function(torch.ops.aten.add.Tensor, (waited, 1))
+    g.call_function(torch.ops.aten.copy_.default, (y, total))
+    g.output((total, waited, x))
+    return torch.fx.GraphModule({}, g)
+
+
+def test_partitions_are_the_runs_of_compute_and_of_collectives_in_order():
+    gm = graph_with_a_collective()
+    ids = torchtpu._compile._partitions(gm.graph)
+    assert [(n.name, ids.get(n)) for n in gm.graph.nodes] == [
+        ("x", None), ("y", None), ("mul_tensor", 0), ("wait_tensor_default", 1),
+        ("add_tensor", 2), ("copy__default", 2), ("output", None)]
+
+
+def test_graph_with_a_collective_is_split_into_replayed_device_programs():
+    before = torchtpu._compile.stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = torchtpu._compile._compiler("inference")(graph_with_a_collective(), [])
+        x, y = torch.full((3,), 2.0, device="tpu"), torch.ones(3, device="tpu")
+        expected = 1.0
+        for _ in range(3):
+            prod = 2 * expected
+            expected = prod + 1
+            total, waited, same_x = run([x, y])
+            assert total.cpu().tolist() == [expected] * 3
+            assert waited.cpu().tolist() == [prod] * 3
+            assert y.cpu().tolist() == [expected] * 3  # written in place
+            assert same_x is x
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and "_c10d_functional::wait_tensor" in said[0], said
+    assert "split into 2 device programs" in said[0], said
+    assert run._boxed_call
+    d = stats_delta(before)
+    assert d == {"compiled_graphs": 1, "compiled_captures": 2, "compiled_replays": 4,
+                 "compiled_eager_runs": 0, "compiled_collective_runs": 3}, d

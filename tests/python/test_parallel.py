@@ -1,11 +1,12 @@
 """PyTorch's own parallelisms on "tpu" in real processes, one tpu device each (the CPU plugin):
-DistributedDataParallel (gradient buckets, no_sync, unused parameters, buffers broadcast from
-rank 0) against a single-process run and against the same DDP on CPU tensors over gloo; a
-compiled DDP step and a compiled FSDP2 model against the eager ones; FSDP2 (bfloat16 parameters, float32 reductions,
-resharding after forward, forward prefetch) against a single-rank FSDP2 run; a DCP checkpoint of
-FSDP2 model and optimizer written by 2 ranks and resumed by 1. Process start-up dominates the
-time, so one group of 2 ranks runs every check (the single-rank runs on a 1-rank subgroup of
-rank 0), and one test per check reads its outcome."""
+DistributedDataParallel (gradient buckets, no_sync, unused parameters, buffers broadcast from rank
+0) against a single-process run and against the same DDP on CPU tensors over gloo; a compiled DDP
+step and a compiled FSDP2 model against the eager ones; compiled graphs holding functional
+collectives, split at them (forward, backward, an input written in place); FSDP2 (bfloat16
+parameters, float32 reductions, resharding after forward, forward prefetch) against a single-rank
+FSDP2 run; a DCP checkpoint of FSDP2 model and optimizer written by 2 ranks and resumed by 1.
+Process start-up dominates the time, so one group of 2 ranks runs every check (the single-rank runs
+on a 1-rank subgroup of rank 0), and one test per check reads its outcome."""
 
 import json
 import os
@@ -154,24 +155,99 @@ def _check_compiled_ddp(state, rank, world):
     assert after["cpu_fallback_calls"] == before["cpu_fallback_calls"], after["cpu_fallbacks"]
 
 
-def _check_compiled_functional_collective(state, rank, world):
-    """A compiled graph holding a functional collective gives the collective's values and says
-    once, naming it, that it runs eagerly (the collective goes through the host)."""
+def _compiled_runs(fn, calls):
+    """Runs every call of `fn`, returning its results, the warnings naming a functional
+    collective, and torchtpu.metrics()'s compiled counters after the first call and after the
+    last, as increments."""
     import warnings
 
+    import torchtpu
+    keys = ("compiled_captures", "compiled_replays", "compiled_eager_runs",
+            "compiled_collective_runs")
+    start, counts, results = torchtpu.metrics(), [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i, args in enumerate(calls):
+            results.append(fn(*args))
+            if i in (0, len(calls) - 1):
+                counts.append({k: torchtpu.metrics()[k] - start[k] for k in keys})
+    said = [str(w.message) for w in caught if "_c10d_functional::" in str(w.message)]
+    return results, said, counts
+
+
+def _check_compiled_functional_collective(state, rank, world):
+    """A compiled graph holding a functional collective is split at it: the compute on each side
+    is captured once and replayed as a device program, the collective runs eagerly between them
+    on every call, and one warning, when the graph is compiled, names it."""
     import torch.distributed._functional_collectives as funcol
 
     @torch.compile(backend="tpu")
     def f(x):
         return funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        outs = [f(torch.full((4,), float(rank + i), device="tpu")).cpu() for i in range(3)]
+    calls = [(torch.full((4,), float(rank + i), device="tpu"),) for i in range(3)]
+    outs, said, (first, last) = _compiled_runs(f, calls)
     for i, out in enumerate(outs):
-        assert out.tolist() == [2.0 * (2 * i + 1) + 1] * 4, (i, out)
-    said = [str(w.message) for w in caught if "_c10d_functional::all_reduce" in str(w.message)]
-    assert len(said) == 1, [str(w.message) for w in caught]
+        assert out.cpu().tolist() == [2.0 * (2 * i + 1) + 1] * 4, (i, out)
+    assert len(said) == 1 and "_c10d_functional::all_reduce" in said[0], said
+    assert "split into 2 device programs" in said[0], said
+    assert first == {"compiled_captures": 2, "compiled_replays": 0, "compiled_eager_runs": 0,
+                     "compiled_collective_runs": 1}, first
+    assert last == {"compiled_captures": 2, "compiled_replays": 4, "compiled_eager_runs": 0,
+                    "compiled_collective_runs": 3}, last
+
+
+def _check_compiled_collective_input_mutation(state, rank, world):
+    """A split graph that writes an input in place (kept in the graph) and returns a collective's
+    result as it is: the writes accumulate over the calls, in the graph's order."""
+    import torch.distributed._functional_collectives as funcol
+
+    @torch.compile(backend="tpu")
+    def f(x, total):
+        reduced = funcol.all_reduce(x, "sum", dist.group.WORLD)
+        total.add_(reduced)
+        return reduced, total * 2
+
+    total = torch.zeros(4, device="tpu")
+    calls = [(torch.full((4,), float(rank + i), device="tpu"), total) for i in range(3)]
+    outs, said, (first, last) = _compiled_runs(f, calls)
+    running = 0.0
+    for i, (reduced, doubled) in enumerate(outs):
+        running += sum(r + i for r in range(world))
+        assert reduced.cpu().tolist() == [sum(r + i for r in range(world))] * 4, (i, reduced)
+        assert doubled.cpu().tolist() == [2 * running] * 4, (i, doubled)
+    assert total.cpu().tolist() == [running] * 4, total
+    assert len(said) == 1, said
+    assert last["compiled_captures"] == first["compiled_captures"] > 0, (first, last)
+    assert last["compiled_replays"] == 2 * first["compiled_captures"], (first, last)
+    assert last["compiled_eager_runs"] == 0, last
+
+
+def _check_compiled_collective_backward(state, rank, world):
+    """Backward through a compiled all_reduce: the forward and the backward graph are each split
+    at their all_reduce (one warning each), every piece replays, and the gradients are the eager
+    run's."""
+    import torch.distributed._functional_collectives as funcol
+
+    def f(x, w):
+        return funcol.all_reduce(x * w, "sum", dist.group.WORLD).sin()
+
+    def grad(fn, x, w):
+        w = w.detach().requires_grad_()
+        fn(x, w).sum().backward()
+        return w.grad.cpu()
+
+    compiled = torch.compile(f, backend="tpu")
+    w = torch.linspace(0.1, 0.4, 4, device="tpu") * (rank + 1)
+    calls = [(compiled, torch.full((4,), 0.5 * (rank + i), device="tpu"), w) for i in range(3)]
+    grads, said, (first, last) = _compiled_runs(grad, calls)
+    for (_, x, w), g in zip(calls, grads):
+        _close([g], [grad(f, x, w)], rtol=1e-6)
+    assert len(said) == 2, said  # the forward graph and the backward graph
+    assert last["compiled_captures"] == first["compiled_captures"] > 0, (first, last)
+    assert last["compiled_replays"] == 2 * first["compiled_captures"], (first, last)
+    assert last["compiled_eager_runs"] == 0, last
+    assert last["compiled_collective_runs"] == 3 * first["compiled_collective_runs"] == 6, last
 
 
 def _fsdp_model(mesh):
@@ -292,6 +368,8 @@ def _check_dcp_resume(state, rank, world):
 CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
           "compiled_ddp": _check_compiled_ddp,
           "compiled_functional_collective": _check_compiled_functional_collective,
+          "compiled_collective_input_mutation": _check_compiled_collective_input_mutation,
+          "compiled_collective_backward": _check_compiled_collective_backward,
           "fsdp2": _check_fsdp2, "compiled_fsdp2": _check_compiled_fsdp2,
           "fsdp2_vs_single": _check_fsdp2_vs_single, "dcp_resume": _check_dcp_resume}
 
