@@ -250,10 +250,12 @@ def _check_compiled_collective_backward(state, rank, world):
     assert last["compiled_collective_runs"] == 3 * first["compiled_collective_runs"] == 6, last
 
 
-def _fsdp_model(mesh):
+def _fsdp_model(mesh, bf16=True):
+    """FSDP2 over `mesh`; bf16: MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     net = Net(0).to("tpu")
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if bf16 else MixedPrecisionPolicy())
     for layer in (net.a, net.b, net.c):
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
     fully_shard(net, mesh=mesh, mp_policy=policy)
@@ -286,36 +288,45 @@ def _full_state(net, opt, group=None):
     return {"model": msd, "optim": osd}
 
 
-def _check_fsdp2(state, rank, world):
+def _checkpointed_run(state, rank, world, key, bf16):
+    """FSDP2 on every rank for STEPS steps, saved with DCP after SAVE_AT (state[key], its full
+    state in state[key + "_saved"]); then rank 0 alone (a 1-rank subgroup) loads the checkpoint
+    and runs the remaining steps (state[key + "_resumed"], its loaded state in
+    state[key + "_loaded"]). Returns the 1-rank group's mesh on rank 0, else None."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
     from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-    net, opt = _fsdp_model(init_device_mesh("tpu", (world,)))
+    net, opt = _fsdp_model(init_device_mesh("tpu", (world,)), bf16)
     assert net.a.weight.device.type == "tpu" and net.a.weight.to_local().shape == (8, 8)
+    folder = f"{state['checkpoint']}_{key}"
 
     def save(i):
         if i == SAVE_AT - 1:
             msd, osd = get_state_dict(net, opt)
-            dcp.save({"model": msd, "optim": osd}, checkpoint_id=state["checkpoint"])
-            state["saved"] = _full_state(net, opt)
-    state["fsdp2"] = _fsdp_steps(net, opt, None, rank, world, range(STEPS), save)
+            dcp.save({"model": msd, "optim": osd}, checkpoint_id=folder)
+            state[key + "_saved"] = _full_state(net, opt)
+    state[key] = _fsdp_steps(net, opt, None, rank, world, range(STEPS), save)
 
-    # One rank alone (a 1-rank subgroup): the same run from the start, and the resumed one.
     solo = dist.new_group([0])
     if rank != 0:
-        return
+        return None
     mesh = DeviceMesh.from_group(solo, "tpu")
-    net1, opt1 = _fsdp_model(mesh)
-    state["fsdp2_single"] = _fsdp_steps(net1, opt1, solo, 0, 1, range(STEPS))
-    net2, opt2 = _fsdp_model(mesh)
+    net2, opt2 = _fsdp_model(mesh, bf16)
     msd, osd = get_state_dict(net2, opt2)
     loaded = {"model": msd, "optim": osd}
-    dcp.load(loaded, checkpoint_id=state["checkpoint"], process_group=solo)
-    from torch.distributed.checkpoint.state_dict import set_state_dict
+    dcp.load(loaded, checkpoint_id=folder, process_group=solo)
     set_state_dict(net2, opt2, model_state_dict=loaded["model"],
                    optim_state_dict=loaded["optim"])
-    state["resumed_state"] = _full_state(net2, opt2)
-    state["fsdp2_resumed"] = _fsdp_steps(net2, opt2, solo, 0, 1, range(SAVE_AT, STEPS))
+    state[key + "_loaded"] = _full_state(net2, opt2)
+    state[key + "_resumed"] = _fsdp_steps(net2, opt2, solo, 0, 1, range(SAVE_AT, STEPS))
+    return mesh
+
+
+def _check_fsdp2(state, rank, world):
+    mesh = _checkpointed_run(state, rank, world, "fsdp2", bf16=True)
+    if mesh is not None:  # the same run from the start on one rank
+        net1, opt1 = _fsdp_model(mesh)
+        state["fsdp2_single"] = _fsdp_steps(net1, opt1, mesh.get_group(), 0, 1, range(STEPS))
 
 
 def _check_compiled_fsdp2(state, rank, world):
@@ -350,19 +361,32 @@ def _flat_state(tree, prefix=""):
         yield prefix, tree
 
 
-def _check_dcp_resume(state, rank, world):
-    if rank != 0:
-        return
-    saved = dict(_flat_state(state["saved"]))
-    resumed = dict(_flat_state(state["resumed_state"]))
-    assert saved.keys() == resumed.keys(), (saved.keys(), resumed.keys())
+def _same_state(saved, loaded):
+    saved, loaded = dict(_flat_state(saved)), dict(_flat_state(loaded))
+    assert saved.keys() == loaded.keys(), (saved.keys(), loaded.keys())
     assert any("exp_avg" in k for k in saved), saved.keys()
     for k, v in saved.items():  # the state 1 rank resumes from is the 2 ranks' state, bitwise
         if isinstance(v, torch.Tensor):
-            assert torch.equal(v, resumed[k].to(v.device)), k
+            assert torch.equal(v, loaded[k].to(v.device)), k
         else:
-            assert v == resumed[k], k
+            assert v == loaded[k], k
+
+
+def _check_dcp_resume(state, rank, world):
+    if rank != 0:
+        return
+    _same_state(state["fsdp2_saved"], state["fsdp2_loaded"])
+    # bfloat16 parameters: one rank rounds its matmuls over the whole batch differently
     _close(state["fsdp2_resumed"], state["fsdp2"][SAVE_AT:], rtol=2e-2)
+
+
+def _check_dcp_resume_float32(state, rank, world):
+    """Without mixed precision the resumed 1-rank run continues the 2-rank run's losses to
+    float32 rounding (the gradient is the mean over the same batch, summed in another order)."""
+    _checkpointed_run(state, rank, world, "fsdp2_f32", bf16=False)
+    if rank == 0:
+        _same_state(state["fsdp2_f32_saved"], state["fsdp2_f32_loaded"])
+        _close(state["fsdp2_f32_resumed"], state["fsdp2_f32"][SAVE_AT:], rtol=1e-5)
 
 
 CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
@@ -371,7 +395,8 @@ CHECKS = {"ddp": _check_ddp, "ddp_vs_gloo": _check_ddp_vs_gloo,
           "compiled_collective_input_mutation": _check_compiled_collective_input_mutation,
           "compiled_collective_backward": _check_compiled_collective_backward,
           "fsdp2": _check_fsdp2, "compiled_fsdp2": _check_compiled_fsdp2,
-          "fsdp2_vs_single": _check_fsdp2_vs_single, "dcp_resume": _check_dcp_resume}
+          "fsdp2_vs_single": _check_fsdp2_vs_single, "dcp_resume": _check_dcp_resume,
+          "dcp_resume_float32": _check_dcp_resume_float32}
 
 
 # ----------------------------------------------------------------------------------------------
