@@ -47,6 +47,11 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 // `dst` covering its storage) without a copy where the plugin can use host memory in place; else
 // copies it (non_blocking). The caller gives `src` up: it may not write it again.
 void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
+
+// Writes `outputs` (tpu tensors of the module's result types and shapes) with the results of the
+// module registered under `entry` (lowering/inline_module.h) called on `inputs` (ops_call_module.cc).
+void call_module(const std::string& entry, const std::vector<at::Tensor>& inputs,
+                 const std::vector<at::Tensor>& outputs);
 at::Scalar local_scalar_dense(const at::Tensor& self);
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value);
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value);

@@ -145,6 +145,13 @@ Value FunctionBuilder::constant(const Shape& shape, const std::string& dense_lit
             "value = dense<" + dense_literal + "> : " + shape.mlir());
 }
 
+void FunctionBuilder::add_functions(const std::string& name, const std::string& text) {
+  for (const auto& f : functions_) {
+    if (f.first == name) return;
+  }
+  functions_.emplace_back(name, text);
+}
+
 std::string FunctionBuilder::module(const std::vector<Value>& results,
                                     const std::vector<std::pair<int, int>>& donated) const {
   std::string s = "module @torchtpu {\n  func.func public @main(";
@@ -158,8 +165,9 @@ std::string FunctionBuilder::module(const std::vector<Value>& results,
   }
   s += ") -> (" + type_list(results) + ") {\n" + body_;
   s += "    \"func.return\"(" + name_list(results) + ") : (" + type_list(results) + ") -> ()\n";
-  s += "  }\n}\n";
-  return s;
+  s += "  }\n";
+  for (const auto& f : functions_) s += f.second + "\n";
+  return s + "}\n";
 }
 
 std::string FunctionBuilder::i64_array(const std::vector<int64_t>& values) {

@@ -41,6 +41,9 @@ class FunctionBuilder {
                                      const std::vector<Region>& regions,
                                      const std::string& attributes = "");
   Value constant(const Shape& shape, const std::string& dense_literal);
+  // Top-level functions placed after @main (e.g. an exported module's, which a func.call op
+  // calls): `text` is their definitions, added once per `name`.
+  void add_functions(const std::string& name, const std::string& text);
 
   // The whole module, with `results` returned from @main in order. Each (parameter, result) of
   // `donated` lets the result reuse the parameter's buffer (tf.aliasing_output): the argument
@@ -63,6 +66,7 @@ class FunctionBuilder {
 
   std::vector<Shape> parameters_;
   std::string body_;
+  std::vector<std::pair<std::string, std::string>> functions_;  // (name, definitions)
   std::string indent_ = "    ";
   int next_id_ = 0;
 };

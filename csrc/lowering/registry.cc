@@ -49,6 +49,7 @@ const Table& built_table() {
     register_segment_reduce_rules(r);
     register_ctc_loss_rules(r);
     register_amp_rules(r);
+    register_inline_module_rules(r);
     return true;
   }();
   (void)built;

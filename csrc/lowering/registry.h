@@ -109,5 +109,6 @@ void register_embedding_bag_rules(Registry& r);
 void register_segment_reduce_rules(Registry& r);
 void register_ctc_loss_rules(Registry& r);
 void register_amp_rules(Registry& r);
+void register_inline_module_rules(Registry& r);
 
 }  // namespace torchtpu::lowering

@@ -11,6 +11,7 @@
 #include "engine/eager.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
+#include "lowering/inline_module.h"
 #include "pjrt/device_description.h"
 
 namespace py = pybind11;
@@ -339,6 +340,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
   m.def("_set_index_checks", &aten::set_index_checks);
+  m.def("_register_inlined_module", &lowering::register_inlined_module);
+  m.def("_call_module", [](const std::string& entry, const std::vector<at::Tensor>& inputs,
+                           const std::vector<at::Tensor>& outputs) {
+    without_gil([&] { aten::call_module(entry, inputs, outputs); });
+  });
   m.def("_adopt_pinned", [](const at::Tensor& src, const at::Tensor& dst) {
     without_gil([&] { aten::adopt_pinned(src, dst); });
   });

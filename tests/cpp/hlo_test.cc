@@ -52,6 +52,27 @@ TEST(FunctionBuilder, EmitsARunnableProgramWithAttributes) {
   EXPECT_EQ(out, (std::vector<float>{2, 14, 26, 32, 44, 56}));
 }
 
+TEST(FunctionBuilder, CallsFunctionsPlacedBesideMain) {
+  // What an exported module becomes (lowering/inline_module.cc): private functions, one calling
+  // another, placed once however often they are called.
+  const std::string functions =
+      "  func.func private @k_main(%a: tensor<3xf32>) -> tensor<3xf32> {\n"
+      "    %0 = func.call @k_twice(%a) : (tensor<3xf32>) -> tensor<3xf32>\n"
+      "    %1 = stablehlo.add %0, %a : tensor<3xf32>\n"
+      "    return %1 : tensor<3xf32>\n  }\n"
+      "  func.func private @k_twice(%a: tensor<3xf32>) -> tensor<3xf32> {\n"
+      "    %0 = stablehlo.add %a, %a : tensor<3xf32>\n"
+      "    return %0 : tensor<3xf32>\n  }";
+  FunctionBuilder b;
+  Value x = b.parameter(f32({3}));
+  b.add_functions("k_main", functions);
+  Value once = b.op("func.call", {x}, f32({3}), "callee = @k_main");
+  b.add_functions("k_main", functions);
+  Value twice = b.op("func.call", {once}, f32({3}), "callee = @k_main");
+  auto out = run(b.module({twice}), {{1, 2, 3}}, {f32({3})}, 3);
+  EXPECT_EQ(out, (std::vector<float>{9, 18, 27}));
+}
+
 TEST(FunctionBuilder, EmitsRegions) {
   FunctionBuilder b;
   Value x = b.parameter(f32({2, 3}));

@@ -1,0 +1,313 @@
+"""JAX functions as PyTorch ops on "tpu": jnp and lax code, Pallas kernels, anything `jax.export`
+exports.
+
+    from torchtpu.kernels import jax_op
+
+    @jax_op
+    def gelu_tanh(x):
+        return jax.nn.gelu(x, approximate=True)
+
+    y = gelu_tanh(torch.randn(8, device="tpu"))           # a torch.Tensor on tpu
+
+Each wrapped function is a `torch.library.custom_op` ("torchtpu::<name>") taking and returning
+tensors, with a fake implementation from `jax.eval_shape` (so Dynamo traces through it) and a
+backward from `jax.vjp` (itself such an op) unless one is given. On tpu tensors the function is
+exported once per input signature (shapes, dtypes, static arguments) for the plugin's platform, and
+the exported StableHLO becomes one op of torchtpu's own programs (its functions placed beside the
+program's, called by `func.call`): in Strict it is one cached executable, in DeferAndFuse it joins
+the pending program and fuses with the ops around it, and in a compiled graph it is part of the one
+captured program. Inputs and outputs stay device buffers: nothing is copied. On the CPU plugin a
+Pallas kernel runs in Pallas's interpret mode, chosen here; other plugins lower it themselves.
+On CPU tensors the function runs in JAX on the host (a reference).
+
+Static (non-tensor) arguments are keyword arguments named in `static_argnames`, Python literals
+(numbers, strings, booleans, None, tuples); each distinct set of values is exported once. A function
+returning one array gives one tensor, any other result a tuple of its arrays (JAX's leaf order).
+JAX is imported when a function is first called, not with torchtpu.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import itertools
+import threading
+
+import torch
+
+from . import _C
+
+_SCHEMA = "(Tensor[] inputs, str statics) -> Tensor[]"
+_names = itertools.count()
+_lock = threading.Lock()
+
+
+def _jax():
+    import jax
+    import jax.export  # noqa: F401  (a submodule jax does not import itself)
+
+    return jax
+
+
+# The dtypes PyTorch and JAX share, by PyTorch's name.
+_SHARED_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+                  "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+                  "float8_e4m3fn", "float8_e5m2")
+
+
+def _jax_dtype(dtype: torch.dtype, fn_name: str):
+    import jax.numpy as jnp
+
+    name = str(dtype).removeprefix("torch.")
+    if name not in _SHARED_DTYPES:
+        raise TypeError(f"torchtpu.kernels: {fn_name}: JAX has no dtype for {dtype}")
+    return jnp.dtype(name)
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    name = str(dtype)
+    found = getattr(torch, name, None)
+    if not isinstance(found, torch.dtype):
+        raise TypeError(f"torchtpu.kernels: PyTorch has no dtype for JAX's {name}")
+    return found
+
+
+def _platform() -> str:
+    name = _C._platform_name().lower()
+    return {"gpu": "cuda"}.get(name, name)
+
+
+class _Exported:
+    """One export of a function for one signature: the entry point registered with the runtime,
+    which inputs the module kept, and its outputs' (dtype, shape) and tree."""
+
+    def __init__(self, entry, kept, outputs, out_tree):
+        self.entry, self.kept, self.outputs, self.out_tree = entry, kept, outputs, out_tree
+
+
+def _functions(exported, fn_name: str) -> tuple[str, str]:
+    """The exported module's functions, renamed after a hash of their text and private, and the
+    entry point's new name: (entry, text of the definitions)."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(exported.mlir_module())
+        digest = hashlib.sha256(
+            module.operation.get_asm(enable_debug_info=False).encode()).hexdigest()[:20]
+        prefix = f"jax_{digest}_"
+        funcs = list(module.body.operations)
+        for op in funcs:
+            old = ir.StringAttr(op.attributes["sym_name"]).value
+            ir.SymbolTable.replace_all_symbol_uses(old, prefix + old, module.operation)
+            op.attributes["sym_name"] = ir.StringAttr.get(prefix + old)
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            for attr in ("arg_attrs", "res_attrs"):  # shardings, layouts, result names
+                if attr in op.attributes:
+                    del op.attributes[attr]
+        text = "\n".join(op.operation.get_asm(enable_debug_info=False) for op in funcs)
+    return prefix + "main", text
+
+
+class JaxOp:
+    """A JAX function as the PyTorch op torchtpu::<name>; call it with tensors (and the static
+    arguments as keywords)."""
+
+    def __init__(self, fn, name: str | None = None, static_argnames=(), backward=None):
+        functools.update_wrapper(self, fn)
+        self.fn, self.static_argnames = fn, tuple(static_argnames)
+        self._user_backward = backward
+        self._exports: dict[tuple, _Exported] = {}
+        self._single: dict[str, bool] = {}  # by static arguments: whether fn returns one array
+        self._vjp: JaxOp | None = None
+        base = name or f"{getattr(fn, '__name__', 'fn').strip('<>')}_{next(_names)}"
+        self.name = base
+        self.op = torch.library.custom_op(f"torchtpu::{base}", self._impl_host,
+                                          mutates_args=(), schema=_SCHEMA)
+        self.op.register_kernel("tpu")(self._impl_device)
+        self.op.register_fake(self._fake)
+        self.op.register_autograd(self._backward, setup_context=self._setup_context)
+
+    # -- calling -----------------------------------------------------------------------------
+
+    def __call__(self, *tensors, **static):
+        unknown = set(static) - set(self.static_argnames)
+        if unknown:
+            raise TypeError(f"torchtpu.kernels: {self.name}: {sorted(unknown)} are not static "
+                            f"arguments (static_argnames={list(self.static_argnames)})")
+        for i, t in enumerate(tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"torchtpu.kernels: {self.name}: argument {i} is a "
+                                f"{type(t).__name__}; pass tensors positionally and static "
+                                "arguments by keyword (static_argnames)")
+        key = repr(tuple(sorted(static.items()))) if static else ""
+        flat = self.op(list(tensors), key)
+        return flat[0] if self._single[key] else tuple(flat)
+
+    def _bound(self, key: str):
+        """The function with the static arguments `key` stands for bound."""
+        if not key:
+            return self.fn
+        try:
+            static = dict(ast.literal_eval(key))
+        except (ValueError, SyntaxError) as e:
+            raise TypeError(f"torchtpu.kernels: {self.name}: static arguments must be Python "
+                            f"literals (numbers, strings, tuples), got {key}") from e
+        return functools.partial(self.fn, **static)
+
+    def _note_structure(self, key: str, outs) -> None:
+        jax = _jax()
+        self._single[key] = not isinstance(outs, (tuple, list, dict)) and len(
+            jax.tree_util.tree_leaves(outs)) == 1
+
+    # -- export -------------------------------------------------------------------------------
+
+    def _export(self, tensors, key: str) -> _Exported:
+        signature = (key, tuple((t.dtype, tuple(t.shape)) for t in tensors))
+        found = self._exports.get(signature)
+        if found is not None:
+            return found
+        jax = _jax()
+        args = [jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t.dtype, self.name))
+                for t in tensors]
+        with _lock, jax.enable_x64(True), _interpret_pallas(_platform()):
+            try:
+                exported = jax.export.export(jax.jit(self._bound(key)),
+                                             platforms=[_platform()])(*args)
+            except Exception as e:  # noqa: BLE001  (JAX's errors are of many types)
+                raise RuntimeError(f"torchtpu.kernels: cannot export {self.name} for "
+                                   f"{_describe(tensors)}: {type(e).__name__}: {e}") from e
+            if exported.ordered_effects or exported.unordered_effects:
+                raise RuntimeError(f"torchtpu.kernels: {self.name} has side effects "
+                                   f"({exported.ordered_effects + exported.unordered_effects}); "
+                                   "only pure functions can be ops")
+            entry, text = _functions(exported, self.name)
+        _C._register_inlined_module(entry, text)
+        outputs = [(_torch_dtype(a.dtype), tuple(a.shape)) for a in exported.out_avals]
+        self._note_structure(key, exported.out_tree.unflatten(list(exported.out_avals)))
+        found = _Exported(entry, sorted(exported.module_kept_var_idx), outputs, exported.out_tree)
+        self._exports[signature] = found
+        return found
+
+    # -- implementations ----------------------------------------------------------------------
+
+    def _impl_device(self, inputs, statics):
+        exported = self._export(inputs, statics)
+        device = inputs[0].device if inputs else torch.device("tpu", torch.tpu.current_device())
+        outputs = [torch.empty(shape, dtype=dtype, device=device)
+                   for dtype, shape in exported.outputs]
+        _C._call_module(exported.entry, [inputs[i] for i in exported.kept], outputs)
+        return outputs
+
+    def _impl_host(self, inputs, statics):
+        """On CPU tensors: JAX runs the function on the host."""
+        import numpy as np
+
+        jax = _jax()
+        for t in inputs:
+            _jax_dtype(t.dtype, self.name)
+        with jax.enable_x64(True):
+            outs = jax.jit(self._bound(statics))(*[t.detach().numpy(force=True) for t in inputs])
+        self._note_structure(statics, outs)
+        return [torch.from_numpy(np.array(o)) for o in jax.tree_util.tree_leaves(outs)]
+
+    def _fake(self, inputs, statics):
+        jax = _jax()
+        args = [jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t.dtype, self.name))
+                for t in inputs]
+        with jax.enable_x64(True), _interpret_pallas("cpu"):
+            outs = jax.eval_shape(self._bound(statics), *args)
+        self._note_structure(statics, outs)
+        device = inputs[0].device if inputs else torch.device("tpu")
+        return [torch.empty(tuple(o.shape), dtype=_torch_dtype(o.dtype), device=device)
+                for o in jax.tree_util.tree_leaves(outs)]
+
+    # -- autograd -----------------------------------------------------------------------------
+
+    def _setup_context(self, ctx, inputs, output):
+        ctx.statics = inputs[1]
+        ctx.save_for_backward(*inputs[0])
+
+    def _backward(self, ctx, grads):
+        inputs = list(ctx.saved_tensors)
+        if any(g is None for g in grads):
+            grads = [g if g is not None else torch.zeros_like(o) for g, o in
+                     zip(grads, self._fake(inputs, ctx.statics))]
+        if self._user_backward is not None:
+            static = dict(ast.literal_eval(ctx.statics)) if ctx.statics else {}
+            result = self._user_backward(*inputs, *grads, **static)
+        else:
+            result = self._vjp_op()(*inputs, *grads, _key=ctx.statics, _inputs=len(inputs))
+        result = list(result) if isinstance(result, (tuple, list)) else [result]
+        return result, None
+
+    def _vjp_op(self) -> JaxOp:
+        """The backward as an op of its own: JAX's vjp of the function at the saved inputs, for
+        the floating inputs (others get None), from the cotangents of the floating outputs."""
+        if self._vjp is None:
+            parent = self
+
+            def vjp(*args, _key, _inputs):  # the inputs, then the outputs' cotangents
+                return _vjp_of(_jax(), parent._bound(_key), args[:_inputs], args[_inputs:])
+
+            self._vjp = JaxOp(vjp, name=f"{self.name}_vjp", static_argnames=("_key", "_inputs"))
+        return self._vjp
+
+
+def _vjp_of(jax, fn, primals, cts):
+    """Cotangents of `fn`'s floating inputs (zeros for the others, which PyTorch drops)."""
+    import jax.numpy as jnp
+
+    floating = [i for i, p in enumerate(primals) if jnp.issubdtype(p.dtype, jnp.inexact)]
+
+    def of_floating(*xs):
+        full = list(primals)
+        for i, x in zip(floating, xs):
+            full[i] = x
+        return fn(*full)
+
+    out, pull = jax.vjp(of_floating, *[primals[i] for i in floating])
+    leaves, tree = jax.tree_util.tree_flatten(out)
+    cts = [c if jnp.issubdtype(o.dtype, jnp.inexact) else
+           jnp.zeros(o.shape, jax.dtypes.float0) for c, o in zip(cts, leaves)]
+    grads = dict(zip(floating, pull(jax.tree_util.tree_unflatten(tree, cts))))
+    return tuple(grads.get(i, jnp.zeros(p.shape, p.dtype)) for i, p in enumerate(primals))
+
+
+class _interpret_pallas:
+    """On the CPU plugin Pallas kernels run in interpret mode (the kernel as ordinary HLO)."""
+
+    def __init__(self, platform: str):
+        self.on = platform == "cpu"
+
+    def __enter__(self):
+        if self.on:
+            from jax._src import config
+            self.prev = config.pallas_tpu_interpret_mode_context_manager.swap_local(True)
+
+    def __exit__(self, *exc):
+        if self.on:
+            from jax._src import config
+            config.pallas_tpu_interpret_mode_context_manager.set_local(self.prev)
+
+
+def _describe(tensors) -> str:
+    return ", ".join(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t in tensors)
+
+
+def jax_op(fn=None, *, name: str | None = None, static_argnames=(), backward=None):
+    """Wraps a JAX function into a PyTorch op on tpu tensors (a decorator, with or without
+    arguments). `name`: the op's name in the torchtpu namespace (default: the function's, made
+    unique). `static_argnames`: keyword arguments that are not tensors (exported once per value).
+    `backward(*inputs, *grad_outputs, **static)`: returns the inputs' gradients; default JAX's
+    own vjp."""
+    if fn is None:
+        return lambda f: JaxOp(f, name, static_argnames, backward)
+    if not callable(fn) or inspect.isclass(fn):
+        raise TypeError(f"torchtpu.kernels.jax_op wraps a function, got {type(fn).__name__}")
+    return JaxOp(fn, name, static_argnames, backward)
+
+
+__all__ = ["JaxOp", "jax_op"]
