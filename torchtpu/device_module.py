@@ -194,7 +194,18 @@ def set_rng_state_all(new_states) -> None:
 # Memory: PJRT's allocator statistics where the plugin keeps them, else the bytes held by tpu
 # storages (the CPU plugin keeps none); memory_stats()["source"] says which.
 def memory_stats(device: Any = None) -> dict:
-    return dict(_C._memory_stats(_index(device)))
+    """The allocated bytes, and the other keys of torch.cuda.memory_stats that training loops
+    read (TorchTitan's memory monitor among them): torchtpu keeps no pool of its own, so active
+    and reserved bytes are the allocated ones, and it never retries an allocation."""
+    stats = dict(_C._memory_stats(_index(device)))
+    current = stats["allocated_bytes.all.current"]
+    peak = stats.setdefault("allocated_bytes.all.peak", current)
+    for kind in ("active_bytes", "reserved_bytes"):
+        stats.setdefault(f"{kind}.all.current", current)
+        stats.setdefault(f"{kind}.all.peak", peak)
+    stats.setdefault("num_alloc_retries", 0)
+    stats.setdefault("num_ooms", 0)
+    return stats
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -202,8 +213,15 @@ def memory_allocated(device: Any = None) -> int:
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    stats = memory_stats(device)
-    return stats.get("allocated_bytes.all.peak", stats["allocated_bytes.all.current"])
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:

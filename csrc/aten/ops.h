@@ -48,6 +48,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 // copies it (non_blocking). The caller gives `src` up: it may not write it again.
 void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
 
+// torch._assert_async as a device-side check (ops_assert.cc).
+void assert_async(const at::Tensor& self);
+void assert_async_msg(const at::Tensor& self, c10::string_view assert_msg);
+
 // Writes `outputs` (tpu tensors of the module's result types and shapes) with the results of the
 // module registered under `entry` (lowering/inline_module.h) called on `inputs` (ops_call_module.cc).
 void call_module(const std::string& entry, const std::vector<at::Tensor>& inputs,

@@ -75,6 +75,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 
   // Histograms: on the CPU only in PyTorch.
+  m.impl("_assert_async", TORCH_FN(assert_async));
+  m.impl("_assert_async.msg", TORCH_FN(assert_async_msg));
   m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct));
   m.impl("histogram.bin_ct_out", TORCH_FN(histogram_bin_ct_out));
   m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_tensor));

@@ -210,3 +210,36 @@ def test_integer_division_by_zero_raises_the_cpus_error(mode):
         expected = torch.floor_divide(a.double(), zero)
         torch.testing.assert_close(torch.floor_divide(a.double().to("tpu"), zero.to("tpu")).cpu(),
                                    expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_assert_async_is_a_device_side_check(mode):
+    """torch._assert_async (what torch._check and traced asserts become): the CPU's error and
+    message, raised at the next wait as CUDA's device-side assert is, with no CPU fallback."""
+    fallbacks = dict(torchtpu.metrics()["cpu_fallbacks"])
+    with torchtpu.eager_mode(mode):
+        x = torch.tensor(3.0, device="tpu")
+        torch._assert_async(x > 1, "x must exceed 1")
+        torch._assert_async(x)
+        torch.tpu.synchronize()  # both held
+        with pytest.raises(RuntimeError, match="x must stay below 1"):
+            torch._assert_async(x < 1, "x must stay below 1")
+            torch.tpu.synchronize()
+        with pytest.raises(RuntimeError, match="Expected Tensor with single nonzero value"):
+            torch._assert_async(torch.zeros((), dtype=torch.int64, device="tpu"))
+            torch.tpu.synchronize()
+        with pytest.raises(RuntimeError, match="Assertion is failed"):
+            torch._assert_async(torch.tensor(False, device="tpu"), "")
+            torch.tpu.synchronize()
+        for bad, message in [(torch.ones(2, device="tpu"), "more than one value"),
+                             (torch.ones(0, device="tpu"), "no values")]:
+            with pytest.raises(RuntimeError, match=message):  # at the call, as on the CPU
+                torch._assert_async(bad)
+    assert torchtpu.metrics()["cpu_fallbacks"] == fallbacks
+
+
+def test_assert_async_does_not_wait(strict_mode):
+    x = torch.tensor(0.0, device="tpu")
+    torch._assert_async(x, "raised later")  # returns: the check runs on the device
+    with pytest.raises(RuntimeError, match="raised later"):
+        x.cpu()

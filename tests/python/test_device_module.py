@@ -123,6 +123,19 @@ def test_memory_allocated_counts_written_storages():
     assert torch.tpu.max_memory_allocated() == before
 
 
+@pytest.mark.usefixtures("strict_mode")
+def test_memory_stats_has_the_keys_cuda_training_loops_read():
+    x = torch.ones(1024, device="tpu")
+    stats = torch.tpu.memory_stats()
+    for key in ("active_bytes.all.current", "active_bytes.all.peak", "reserved_bytes.all.current",
+                "reserved_bytes.all.peak"):
+        assert stats[key] >= 4096, key
+    assert stats["num_alloc_retries"] == 0 and stats["num_ooms"] == 0
+    assert torch.tpu.memory_reserved() == torch.tpu.memory_allocated()
+    assert torch.tpu.max_memory_reserved() >= torch.tpu.memory_reserved()
+    del x
+
+
 def test_import_torch_alone_autoloads_torchtpu():
     r = run_python("""
         import torch
