@@ -72,21 +72,50 @@ class _Graph:
         self.captures = 0
         self.warned: set[str] = set()
         self.debug = _debug_directory()
+        self.scalars_move = not _has_cpu_output(gm)
+        self.mutated = _mutated_inputs(gm)
         _write_fx(name, gm)
 
     def __call__(self, args: list) -> list:
         args = list(args)
-        if not _C._capturing():
-            outputs, signature = self.programs.run(args)
-            if outputs is not None:
-                _stats["compiled_replays"] += 1
-                return outputs
-            if signature is not None and not self.programs.eager(signature):
-                return self._capture(args, signature)
-            if signature is None:
-                self._warn(_off_device(args))
+        if _C._capturing():
+            _stats["compiled_eager_runs"] += 1
+            return list(self.gm(*args))
+        moved = self._move_cpu_scalars(args)
+        try:
+            return self._run(args)
+        finally:
+            for i, original in moved:  # the graph wrote it: the caller sees the new value
+                original.copy_(args[i])
+
+    def _run(self, args: list) -> list:
+        outputs, signature = self.programs.run(args)
+        if outputs is not None:
+            _stats["compiled_replays"] += 1
+            return outputs
+        if signature is not None and not self.programs.eager(signature):
+            return self._capture(args, signature)
+        if signature is None:
+            self._warn(_off_device(args))
         _stats["compiled_eager_runs"] += 1
         return list(self.gm(*args))
+
+    def _move_cpu_scalars(self, args: list) -> list:
+        """0-d CPU tensor inputs (a Python float Dynamo turned into a tensor, a model's CPU
+        scalar) become tpu tensors, arguments of the program as Python scalars are in eager mode,
+        instead of values baked into it or a reason to run eagerly. Returns (index, the CPU
+        tensor) of those the graph writes."""
+        device = next((a.device for a in args
+                       if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
+        if device is None or not self.scalars_move:
+            return []
+        moved = []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0:
+                args[i] = a.to(device)
+                if i in self.mutated:
+                    moved.append((i, a))
+        return moved
 
     def _capture(self, args: list, signature: bytes) -> list:
         self.programs.begin_capture(args)
@@ -113,14 +142,30 @@ class _Graph:
                           f"{why}", stacklevel=2)
 
 
+def _has_cpu_output(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph returns a CPU tensor (which its CPU inputs may compute)."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    values: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(output.args[0], values.append)
+    return any(isinstance(v.meta.get("val"), torch.Tensor) and v.meta["val"].device.type == "cpu"
+               for v in values)
+
+
+def _mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
+    """The inputs the graph writes (AOTAutograd keeps input mutations as copy_ into them)."""
+    placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+    return {placeholders[n.args[0]] for n in gm.graph.nodes
+            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+            and n.args and n.args[0] in placeholders}
+
+
 def _off_device(args: list) -> str:
     """Why a call with a tensor input that is not on a tpu device runs eagerly."""
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.device.type != "tpu":
             return (f"input {i} is a {a.device.type} tensor ({a.dtype}, shape {list(a.shape)}); "
-                    "its values would be baked into the program (an optimizer: construct it with "
-                    "capturable=True so its step counts live on the device; a Python float that "
-                    "Dynamo passes as a tensor: make it a tpu tensor)")
+                    "its values would be baked into the program (move it to tpu; 0-d CPU tensors "
+                    "move by themselves unless the graph returns a CPU tensor)")
     return "an input is not a tpu tensor"
 
 

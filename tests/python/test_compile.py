@@ -140,14 +140,47 @@ def test_unsupported_op_falls_back_to_eager_with_warning():
     torch.testing.assert_close(compiled(x.to("tpu")).cpu(), f(x))  # and eagerly again
 
 
-def test_cpu_input_runs_eagerly_with_warning():
+def test_cpu_scalar_inputs_are_program_arguments():
+    """A 0-d CPU tensor input (a Python float Dynamo made a tensor, a model's CPU scalar) becomes
+    a device argument, as Python scalars are in eager mode: new values replay the program."""
     def f(x, s):
+        return x * s + 1
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.randn(4)
+    before = torchtpu._compile.stats()
+    for v in (2.0, 3.0, -1.5, 0.25):
+        torch.testing.assert_close(compiled(x.to("tpu"), torch.tensor(v)).cpu(),
+                                   f(x, torch.tensor(v)))
+    d = stats_delta(before)
+    assert d["compiled_captures"] == 1 and d["compiled_replays"] == 3, d
+    assert d["compiled_eager_runs"] == 0, d
+
+
+def test_cpu_scalar_input_the_graph_writes_is_written_back():
+    def f(x, s):
+        s.add_(1)
         return x * s
+
+    compiled = torch.compile(f, backend="tpu")
+    s, s_ref = torch.tensor(1.0), torch.tensor(1.0)
+    x = torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x.to("tpu"), s).cpu(), f(x, s_ref))
+        assert s.device.type == "cpu" and s.item() == s_ref.item()
+
+
+def test_cpu_input_runs_eagerly_with_warning():
+    """A graph that returns a CPU tensor computed from a CPU input keeps its CPU inputs: it runs
+    eagerly on them, saying why."""
+    def f(x, s):
+        return x * s, s * 2
 
     x, s = torch.randn(4), torch.tensor(3.0)
     with pytest.warns(UserWarning, match="input 1 is a cpu tensor"):
-        out = torch.compile(f, backend="tpu")(x.to("tpu"), s)
-    torch.testing.assert_close(out.cpu(), f(x, s))
+        out, doubled = torch.compile(f, backend="tpu")(x.to("tpu"), s)
+    torch.testing.assert_close(out.cpu(), x * s)
+    assert doubled.device.type == "cpu" and doubled.item() == 6.0
 
 
 def test_random_numbers_advance_on_replay_and_follow_the_seed():
@@ -274,7 +307,9 @@ def test_replay_after_deferred_draws_keeps_the_random_stream():
     assert not torch.equal(strict[0], strict[1]) and not torch.equal(strict[1], strict[2])
 
 
-def test_optimizer_with_step_counts_on_the_cpu_runs_eagerly_and_right():
+def test_optimizer_with_step_counts_on_the_cpu_is_right():
+    """Without capturable=True the step counts stay CPU scalars: they are program arguments, and
+    the counts the graph writes are written back."""
     params = [torch.randn(5)]
     grad = torch.randn(5)
     ref = [params[0].clone().requires_grad_()]
@@ -290,10 +325,10 @@ def test_optimizer_with_step_counts_on_the_cpu_runs_eagerly_and_right():
         opt_ref.step()
         step()
 
-    with pytest.warns(UserWarning, match="capturable=True"):
+    for _ in range(3):
         both_steps()
-    for _ in range(2):
-        both_steps()
+    assert opt.state[dev[0]]["step"].device.type == "cpu"
+    assert opt.state[dev[0]]["step"].item() == opt_ref.state[ref[0]]["step"].item() == 3
     # the graph computes the bias corrections as float32 tensors, eager Adam as Python floats
     torch.testing.assert_close(dev[0].detach().cpu(), ref[0].detach(), rtol=1e-4, atol=1e-5)
 
