@@ -137,6 +137,7 @@ std::string CompiledGraph::end_capture(const std::string& signature,
     }
   }
   graph->executable_ = launch.executable;
+  graph->donated_ = launch.donated;
   for (size_t k = 0; k < launch.arguments.size(); ++k) {
     GraphProgram::Argument a;
     engine::StorageHandle* s = launch.argument_storages[k];
@@ -183,6 +184,7 @@ std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs)
   }
   if (executable_) {
     std::vector<PJRT_Buffer*> args;
+    std::vector<const std::shared_ptr<pjrt::Buffer>*> buffers;
     args.reserve(arguments_.size());
     for (const Argument& a : arguments_) {
       const std::shared_ptr<pjrt::Buffer>& buffer =
@@ -191,8 +193,15 @@ std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs)
                        : a.fixed;
       TORCH_INTERNAL_ASSERT(buffer, "torchtpu: a compiled graph's argument has no buffer");
       args.push_back(buffer->raw());
+      buffers.push_back(&buffer);
     }
-    std::vector<std::shared_ptr<pjrt::Buffer>> results = runtime.execute(*executable_, args, device_);
+    std::vector<int64_t> keep;  // held elsewhere too (a tensor sharing it, a copy in flight)
+    for (int64_t k : donated_) {
+      if (!engine::donatable(*buffers[k], 1)) keep.push_back(k);
+    }
+    engine::count_donations(donated_.size() - keep.size());
+    std::vector<std::shared_ptr<pjrt::Buffer>> results =
+        runtime.execute(*executable_, args, device_, keep);
     for (size_t k = 0; k < targets_.size(); ++k) {
       const Target& t = targets_[k];
       std::shared_ptr<pjrt::Buffer> buffer = std::move(results[k]);

@@ -50,6 +50,7 @@ class GraphProgram {
   int device_ = 0;
   std::shared_ptr<pjrt::Executable> executable_;
   std::vector<Argument> arguments_;
+  std::vector<int64_t> donated_;  // arguments it may take over (engine::Launch::donated)
   std::vector<Target> targets_;
   std::vector<size_t> made_nbytes_;  // the storages a run makes
   std::vector<Output> outputs_;

@@ -1,5 +1,6 @@
 #include "engine/program.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -188,22 +189,36 @@ std::string Program::debug_string() const {
   return s;
 }
 
+bool donatable(const std::shared_ptr<pjrt::Buffer>& buffer, long holders) {
+  return buffer.use_count() == holders && !buffer->borrows_host_memory();
+}
+
+namespace {
+std::atomic<uint64_t> donations{0};
+}  // namespace
+
+uint64_t donated_buffers() { return donations.load(std::memory_order_relaxed); }
+void count_donations(size_t n) { donations.fetch_add(n, std::memory_order_relaxed); }
+
 std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   size_t written = 0;
   donated_.clear();
+  std::vector<int64_t> keep;  // arguments the program may take over that this run must not give
   for (const StorageState& s : storages_) {
     if (s.written && s.storage != nullptr) {
       fingerprint_.add(int64_t{-3});
       fingerprint_.add(int64_t{s.current});
-      // Donated: the storage's own old buffer, held by nothing but the storage and this
-      // program, of the same element type (so of the same shape) as its new contents.
-      if (launch == nullptr && s.argument >= 0 && s.read_type == s.type &&
-          arguments_[s.argument] == s.storage->buffer() &&
-          arguments_[s.argument].use_count() == 2 &&
-          !arguments_[s.argument]->borrows_host_memory()) {
+      // Donated: the storage's own old buffer, of the same element type (so of the same shape)
+      // as its new contents, held by nothing but the storage and this program.
+      bool own = s.argument >= 0 && s.read_type == s.type &&
+                 arguments_[s.argument] == s.storage->buffer();
+      bool now = own && donatable(arguments_[s.argument], 2);
+      if (launch != nullptr ? own : now) {
         donated_.emplace_back(s.argument, static_cast<int>(written));
         fingerprint_.add(int64_t{-4});
         fingerprint_.add(int64_t{s.argument});
+        if (!now) keep.push_back(s.argument);
+        if (launch != nullptr) launch->donated.push_back(s.argument);
       }
       ++written;
     }
@@ -227,15 +242,16 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   args.reserve(arguments_.size());
   for (const auto& a : arguments_) args.push_back(a->raw());
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs;
+  count_donations(donated_.size() - keep.size());
   try {
-    outputs = runtime.execute(*exe, args, device_);
+    outputs = runtime.execute(*exe, args, device_, keep);
   } catch (const pjrt::Error& e) {
     // An executable from the disk cache that cannot run is discarded and compiled afresh; a
     // program compiled here that cannot run is a real error.
     exe = runtime.executables().recompile_failed(
         fingerprint_, exe.get(), e.what(), [this] { return hlo_text(); }, runtime.client());
     if (exe == nullptr) throw;
-    outputs = runtime.execute(*exe, args, device_);
+    outputs = runtime.execute(*exe, args, device_, keep);
   }
   if (launch != nullptr) {
     launch->executable = exe;

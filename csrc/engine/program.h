@@ -39,7 +39,17 @@ struct Launch {
   std::vector<StorageHandle*> written;
   std::vector<hlo::ElementType> written_types;
   size_t results = 0;
+  // The arguments the program may take over (each the old buffer of a storage it rewrites);
+  // a replay donates those whose buffer nothing else holds (donatable()).
+  std::vector<int64_t> donated;
 };
+
+// Whether a run may hand `buffer` to its program's output: nothing but its storage holds it
+// (`holders`: the references the caller knows of), and it is not host memory on loan.
+bool donatable(const std::shared_ptr<pjrt::Buffer>& buffer, long holders);
+// Buffers donated so far in this process (a metric), and counting `n` more.
+uint64_t donated_buffers();
+void count_donations(size_t n);
 
 class Program {
  public:
@@ -72,8 +82,9 @@ class Program {
   // Compiles (or fetches) and launches the program; written storages get their new buffers.
   // Returns the buffers asked for with result(), in order. Does not wait. With `launch`, also
   // says what the run bound and wrote. A storage it rewrites whose old buffer nothing else holds
-  // donates that buffer to its new contents (without `launch`: a launch to be replayed binds
-  // other buffers).
+  // donates that buffer to its new contents. Without `launch` the program is compiled for
+  // exactly the buffers donated now; with it (a program to be replayed on other buffers), for
+  // every storage it rewrites, each run donating those it may (Launch::donated).
   std::vector<std::shared_ptr<pjrt::Buffer>> run(Launch* launch = nullptr);
 
   // Lowers one op on operands of these shapes by itself, so a rule's refusal surfaces when the

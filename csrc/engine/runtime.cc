@@ -159,11 +159,12 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void*
 }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
-    const pjrt::Executable& executable, const std::vector<PJRT_Buffer*>& arguments, int device) {
+    const pjrt::Executable& executable, const std::vector<PJRT_Buffer*>& arguments, int device,
+    const std::vector<int64_t>& keep) {
   std::unique_ptr<pjrt::Event> done;
   int64_t launch = trace::launch_time();
   std::vector<std::unique_ptr<pjrt::Buffer>> made =
-      executable.execute(arguments, this->device(device), &done);
+      executable.execute(arguments, this->device(device), &done, keep);
   trace::launched(launch, device, done.get());
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs(std::make_move_iterator(made.begin()),
                                                      std::make_move_iterator(made.end()));

@@ -75,9 +75,11 @@ class Runtime {
 
   // Launches `executable` on the device and returns its outputs at once, remembering the launch
   // so that synchronize() waits for it.
+  // `keep`: arguments the program may take over that it must copy instead.
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(const pjrt::Executable& executable,
                                                      const std::vector<PJRT_Buffer*>& arguments,
-                                                     int device);
+                                                     int device,
+                                                     const std::vector<int64_t>& keep = {});
   // Waits for every launch on the device, including those whose outputs nothing holds any more,
   // as torch.cuda.synchronize does; then raises a device-side check that failed (device_asserts.h).
   void synchronize(int device);

@@ -28,8 +28,10 @@ Executable::~Executable() {
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(
     const std::vector<PJRT_Buffer*>& arguments, const Device& device,
-    std::unique_ptr<Event>* done) const {
+    std::unique_ptr<Event>* done, const std::vector<int64_t>& keep) const {
   TORCHTPU_PJRT_ARGS(PJRT_ExecuteOptions, options);
+  options.non_donatable_input_indices = keep.data();
+  options.num_non_donatable_input_indices = keep.size();
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer* const* argument_list = arguments.data();
   PJRT_Buffer** output_list = outputs.data();

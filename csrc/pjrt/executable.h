@@ -21,9 +21,12 @@ class Executable {
   size_t num_outputs() const { return num_outputs_; }
   // Launches the program on `device` and returns at once; each output carries its ready event,
   // and `done`, when given, gets the event of the whole execution (outputs nobody reads included).
+  // Arguments the program may take over (tf.aliasing_output) are donated, except those listed
+  // in `keep`, which the plugin copies first.
   std::vector<std::unique_ptr<Buffer>> execute(const std::vector<PJRT_Buffer*>& arguments,
                                                const Device& device,
-                                               std::unique_ptr<Event>* done = nullptr) const;
+                                               std::unique_ptr<Event>* done = nullptr,
+                                               const std::vector<int64_t>& keep = {}) const;
   // The plugin's serialized form of the compiled program (for the persistent cache).
   std::string serialize() const;
   // The size of the compiled code as the plugin reports it, or -1 when it cannot say.

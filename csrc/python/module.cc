@@ -119,6 +119,7 @@ py::dict device_description(int device) {
 
 py::dict metrics() {
   py::dict m;
+  m["donated_buffers"] = engine::donated_buffers();
   if (engine::Runtime::started()) {
     engine::CacheStats cache = engine::Runtime::get().executables().stats();
     m["executables_compiled"] = cache.compiled;

@@ -397,3 +397,27 @@ def test_graph_with_a_collective_is_split_into_replayed_device_programs():
     d = stats_delta(before)
     assert d == {"compiled_graphs": 1, "compiled_captures": 2, "compiled_replays": 4,
                  "compiled_eager_runs": 0, "compiled_collective_runs": 3}, d
+
+
+def test_a_replay_donates_the_buffers_it_rewrites():
+    """An input the graph rewrites (an optimizer step's parameters and state) gives its old
+    buffer to its new contents when nothing else holds it; a tensor sharing it keeps its value."""
+    @torch.compile(backend="tpu")
+    def step(p, g):
+        p.sub_(g * 0.1)
+
+    g = torch.randn(64)
+    p = torch.randn(64)
+    p_tpu, g_tpu = p.to("tpu"), g.to("tpu")
+    step(p_tpu, g_tpu)
+    step(p_tpu, g_tpu)  # captured, then replayed
+    before = torchtpu.metrics()["donated_buffers"]
+    step(p_tpu, g_tpu)
+    assert torchtpu.metrics()["donated_buffers"] == before + 1
+    shared = p_tpu.clone()  # the same (immutable) buffer as p_tpu's
+    kept = shared.cpu()
+    before = torchtpu.metrics()["donated_buffers"]
+    step(p_tpu, g_tpu)
+    assert torchtpu.metrics()["donated_buffers"] == before  # copied, not donated
+    assert torch.equal(shared.cpu(), kept)
+    torch.testing.assert_close(p_tpu.cpu(), p - 4 * (g * 0.1), rtol=1e-5, atol=1e-6)
