@@ -479,7 +479,8 @@ class ProcessGroupTPU(dist.ProcessGroup):
         try:
             self._gloo._allgather_base(everyone.view(-1), buf).wait()
         except RuntimeError as e:
-            raise self._failure(f"{what} (collective #{self._seq + 1} of this group)", e) from e
+            name = what.split()[0]  # the Work's name, which the failure checks expect
+            raise self._failure(f"{name} (collective #{self._seq + 1} of this group)", e) from e
         ranks = [json.loads(bytes(row[row != 0].tolist()).decode()) for row in everyone]
         problem = _disagreement(ranks)
         if problem:
