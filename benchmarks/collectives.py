@@ -21,26 +21,26 @@ import torch.multiprocessing as mp
 KiB = 1024
 
 
-def _timed(fn, iters):
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _bench(size, iters, groups, world):
-    """{(op, backend): seconds} for a buffer of `size` bytes of float32."""
-    out = {}
+    """{(op, backend): seconds} for a buffer of `size` bytes of float32. The calls take turns,
+    one of each per round, so a change in the machine's load falls on all of them alike."""
+    calls = {}
     for backend, (device, group) in groups.items():
-        out["all_reduce", backend], out["all_gather", backend] = _bench_one(
-            size // 4, iters, device, group, world)
-    return out
+        calls["all_reduce", backend], calls["all_gather", backend] = _calls(
+            size // 4, device, group, world)
+    for fn in calls.values():  # warm-up
+        fn()
+    times = {key: [] for key in calls}
+    for _ in range(iters):
+        for key, fn in calls.items():
+            dist.barrier()
+            start = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
-def _bench_one(n, iters, device, group, world):
+def _calls(n, device, group, world):
     x = torch.ones(n, device=device)
     gathered = torch.empty(n * world, device=device)
     sync = torch.tpu.synchronize if device == "tpu" else (lambda: None)
@@ -52,9 +52,7 @@ def _bench_one(n, iters, device, group, world):
     def all_gather():
         dist.all_gather_into_tensor(gathered, x, group=group)
         sync()
-
-    all_reduce(), all_gather()  # warm-up
-    return _timed(all_reduce, iters), _timed(all_gather, iters)
+    return all_reduce, all_gather
 
 
 def _copies(size, iters):
