@@ -458,18 +458,28 @@ class _Launcher:
         return launch()
 
     def _exchange(self, check: list) -> list:
-        """Every rank's `check`."""
-        mine = json.dumps(check).encode()
-        if len(mine) > _SIGNATURE_BYTES:
-            mine = json.dumps([check[0], f"crc {zlib.crc32(mine)}", None]).encode()
-        buf = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
-        buf[:len(mine)] = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
-        everyone = torch.empty(self._gloo.size(), _SIGNATURE_BYTES, dtype=torch.uint8)
-        self._gloo._allgather_base(everyone.view(-1), buf).wait()
+        """Every rank's `check`. A rank's row holds its collective and signature as JSON (a digest
+        when that is too long, the same on ranks that agree), then its all_to_all splits as
+        int64: they differ by rank, so they are never digested, and the group's size fixes
+        their room."""
+        what, sig, splits = check
+        head = json.dumps([what, sig]).encode()
+        if len(head) > _SIGNATURE_BYTES:
+            head = json.dumps([what, f"crc {zlib.crc32(head)}"]).encode()
+        size = self._gloo.size()
+        row = torch.zeros(_SIGNATURE_BYTES + 16 * size, dtype=torch.uint8)
+        row[:len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8)
+        if splits is not None:
+            row[_SIGNATURE_BYTES:].view(torch.int64).copy_(torch.tensor(splits[0] + splits[1]))
+        everyone = torch.empty(size, row.numel(), dtype=torch.uint8)
+        self._gloo._allgather_base(everyone.view(-1), row).wait()
         rows = everyone.numpy()
-        if (rows == rows[0]).all():  # the usual case, read without decoding
-            return [check] * len(rows)
-        return [json.loads(bytes(row[row != 0]).decode()) for row in rows]
+        heads = [json.loads(head)] * size if (rows == rows[0]).all() else [  # the usual case
+            json.loads(bytes(h[h != 0]).decode()) for h in rows[:, :_SIGNATURE_BYTES]]
+        if splits is None:
+            return [[w, s, None] for w, s in heads]
+        counts = everyone[:, _SIGNATURE_BYTES:].contiguous().view(torch.int64).tolist()
+        return [[w, s, (c[:size], c[size:])] for (w, s), c in zip(heads, counts)]
 
 
 def _opts(cls, given, **fields):

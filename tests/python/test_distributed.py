@@ -387,6 +387,12 @@ def _mismatched_shapes_raise_on_every_rank(group, rank, world):
         dist.all_to_all_single(torch.zeros(sum(recvs), device="tpu"),
                                torch.ones(sum(sends), device="tpu"), recvs, sends,
                                group=group)
+    many = [torch.ones(1, device="tpu") for _ in range(80)]  # a signature past 1 KiB: a digest
+    dist.all_reduce_coalesced(many, group=group)
+    assert many[0].cpu().item() == many[-1].cpu().item() == 2.0
+    with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce_coalesced SUM "
+                                           r"of crc \d+; rank 1: all_reduce_coalesced SUM of crc"):
+        dist.all_reduce_coalesced(many[1:] + [torch.ones(1 + rank, device="tpu")], group=group)
     x = torch.ones(3, device="tpu")
     dist.all_reduce(x, group=group)  # the group still works
     assert x.cpu().tolist() == [2.0] * 3
