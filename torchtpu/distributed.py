@@ -437,18 +437,27 @@ class _Launcher:
         self._calls.put(None)
 
     def _run(self) -> None:
-        while (call := self._calls.get()) is not None:
-            work, seq, check, launch = call
-            try:
-                inner, error = self._start(work, seq, check, launch), None
-            except Exception as e:  # noqa: BLE001  (raised by the Work's wait())
-                inner, error = None, e
-            work.launched(inner, error)
+        while True:
+            calls = [self._calls.get()]
+            while not self._calls.empty():  # issued meanwhile: their exchanges overlap
+                calls.append(self._calls.get())
+            closing = None in calls
+            if closing:
+                calls = calls[:calls.index(None)]
+            exchanges = [self._exchange(check) for _, _, check, _ in calls]
+            for (work, seq, _, launch), exchange in zip(calls, exchanges):
+                try:
+                    inner, error = self._start(work, seq, exchange, launch), None
+                except Exception as e:  # noqa: BLE001  (raised by the Work's wait())
+                    inner, error = None, e
+                work.launched(inner, error)
+            if closing:
+                return
 
-    def _start(self, work: _Work, seq: int, check: list, launch):
+    def _start(self, work: _Work, seq: int, exchange, launch):
         """gloo's Work for the call, once the ranks agreed on it."""
         try:
-            ranks = self._exchange(check)
+            ranks = exchange()
         except RuntimeError as e:  # a peer exited or did not come within the timeout
             raise work._pg._failure(work._what, e) from e
         problem = _disagreement(ranks)
@@ -457,8 +466,9 @@ class _Launcher:
             raise RuntimeError(f"torchtpu: collective #{seq} of this group: {problem} ({shown})")
         return launch()
 
-    def _exchange(self, check: list) -> list:
-        """Every rank's `check`. A rank's row holds its collective and signature as JSON (a digest
+    def _exchange(self, check: list):
+        """Starts the exchange of every rank's `check`, and returns the function that waits for
+        it and reads them. A rank's row holds its collective and signature as JSON (a digest
         when that is too long, the same on ranks that agree), then its all_to_all splits as
         int64: they differ by rank, so they are never digested, and the group's size fixes
         their room."""
@@ -472,14 +482,24 @@ class _Launcher:
         if splits is not None:
             row[_SIGNATURE_BYTES:].view(torch.int64).copy_(torch.tensor(splits[0] + splits[1]))
         everyone = torch.empty(size, row.numel(), dtype=torch.uint8)
-        self._gloo._allgather_base(everyone.view(-1), row).wait()
-        rows = everyone.numpy()
-        heads = [json.loads(head)] * size if (rows == rows[0]).all() else [  # the usual case
-            json.loads(bytes(h[h != 0]).decode()) for h in rows[:, :_SIGNATURE_BYTES]]
-        if splits is None:
-            return [[w, s, None] for w, s in heads]
-        counts = everyone[:, _SIGNATURE_BYTES:].contiguous().view(torch.int64).tolist()
-        return [[w, s, (c[:size], c[size:])] for (w, s), c in zip(heads, counts)]
+        try:
+            gathering = self._gloo._allgather_base(everyone.view(-1), row)
+        except RuntimeError as e:
+            error = e
+            gathering = None
+
+        def read() -> list:
+            if gathering is None:
+                raise error
+            gathering.wait()
+            rows = everyone.numpy()
+            heads = [json.loads(head)] * size if (rows == rows[0]).all() else [  # the usual case
+                json.loads(bytes(h[h != 0]).decode()) for h in rows[:, :_SIGNATURE_BYTES]]
+            if splits is None:
+                return [[w, s, None] for w, s in heads]
+            counts = everyone[:, _SIGNATURE_BYTES:].contiguous().view(torch.int64).tolist()
+            return [[w, s, (c[:size], c[size:])] for (w, s), c in zip(heads, counts)]
+        return read
 
 
 def _opts(cls, given, **fields):
