@@ -3,7 +3,9 @@ the host) beside gloo on CPU tensors, 1 KiB ... 64 MiB, measured side by side in
 
 Prints for each size the median time of each, their bus bandwidth (as nccl-tests defines it:
 all_reduce moves 2(n-1)/n of the buffer per rank, all_gather (n-1)/n of the output) and the
-ratio tpu / gloo, then what the staging copies alone cost at the largest size.
+ratio tpu / gloo, then the "tpu" backend again without the ranks' agreement on each collective
+(a group made with TORCHTPU_DIST_CHECKS=0) and what the agreement adds, then what the staging
+copies alone cost at the largest size.
 """
 
 import argparse
@@ -19,26 +21,26 @@ import torch.multiprocessing as mp
 KiB = 1024
 
 
-def _timed(fn, iters):
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _bench(size, iters, groups, world):
-    """{(op, backend): seconds} for a buffer of `size` bytes of float32."""
-    out = {}
+    """{(op, backend): seconds} for a buffer of `size` bytes of float32. The calls take turns,
+    one of each per round, so a change in the machine's load falls on all of them alike."""
+    calls = {}
     for backend, (device, group) in groups.items():
-        out["all_reduce", backend], out["all_gather", backend] = _bench_one(
-            size // 4, iters, device, group, world)
-    return out
+        calls["all_reduce", backend], calls["all_gather", backend] = _calls(
+            size // 4, device, group, world)
+    for fn in calls.values():  # warm-up
+        fn()
+    times = {key: [] for key in calls}
+    for _ in range(iters):
+        for key, fn in calls.items():
+            dist.barrier()
+            start = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
-def _bench_one(n, iters, device, group, world):
+def _calls(n, device, group, world):
     x = torch.ones(n, device=device)
     gathered = torch.empty(n * world, device=device)
     sync = torch.tpu.synchronize if device == "tpu" else (lambda: None)
@@ -50,9 +52,7 @@ def _bench_one(n, iters, device, group, world):
     def all_gather():
         dist.all_gather_into_tensor(gathered, x, group=group)
         sync()
-
-    all_reduce(), all_gather()  # warm-up
-    return _timed(all_reduce, iters), _timed(all_gather, iters)
+    return all_reduce, all_gather
 
 
 def _copies(size, iters):
@@ -83,8 +83,12 @@ def _run(rank, world, port, sizes, iters):
     import torchtpu  # noqa: F401  (registers "tpu")
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("tpu", rank=rank, world_size=world)
+    os.environ["TORCHTPU_DIST_CHECKS"] = "0"  # read when a group is made
+    unchecked = dist.new_group(backend="tpu")
+    del os.environ["TORCHTPU_DIST_CHECKS"]
     groups = {"gloo": ("cpu", dist.new_group(backend="gloo")),
-              "tpu": ("tpu", dist.distributed_c10d._get_default_group())}
+              "tpu": ("tpu", dist.distributed_c10d._get_default_group()),
+              "unchecked": ("tpu", unchecked)}
     rows = [(size, _bench(size, max(5, min(iters, (1024 * KiB * iters) // size)), groups, world))
             for size in sizes]
     copies = _copies(sizes[-1], 5)
@@ -95,13 +99,14 @@ def _run(rank, world, port, sizes, iters):
     print(f"{world} ranks, float32, median per call (with the copy back into tpu tensors), "
           f"bus bandwidth in GB/s  [{torch.tpu.get_device_name()}]")
     print(f"{'size':>9} {'op':<11} {'gloo ms':>9} {'GB/s':>7} {'tpu ms':>9} {'GB/s':>7} "
-          f"{'tpu/gloo':>9}")
+          f"{'tpu/gloo':>9} {'unchecked ms':>13} {'checks ms':>10}")
     for size, t in rows:
         for op in ("all_reduce", "all_gather"):
             moved = size * (world if op == "all_gather" else 1) * factor[op]
-            g, d = t[op, "gloo"], t[op, "tpu"]
+            g, d, u = t[op, "gloo"], t[op, "tpu"], t[op, "unchecked"]
             print(f"{_human(size):>9} {op:<11} {g * 1e3:9.3f} {moved / g / 1e9:7.2f} "
-                  f"{d * 1e3:9.3f} {moved / d / 1e9:7.2f} {d / g:8.2f}x")
+                  f"{d * 1e3:9.3f} {moved / d / 1e9:7.2f} {d / g:8.2f}x {u * 1e3:13.3f} "
+                  f"{(d - u) * 1e3:+10.3f}")
     down, up = copies
     print(f"staging copies alone at {_human(sizes[-1])}: tpu -> pinned host {down * 1e3:.2f} ms, "
           f"pinned host -> tpu {up * 1e3:.2f} ms")

@@ -10,6 +10,11 @@ back into the tpu tensors. With `async_op=True` the caller's Python runs on whil
 What gloo lacks is built from what it has (AVG as SUM then a division, PREMUL_SUM as a scaling then
 SUM). Collectives on CPU tensors given to this group go to the same gloo group unchanged.
 
+gloo does not compare sizes across ranks, so each group has a launcher (`_Launcher`): a thread
+that starts the group's collectives in gloo in the order they were issued, each after the ranks
+agreed on its tensors, so a mismatch is an error on every rank instead of an abort.
+TORCHTPU_DIST_CHECKS=0 turns it off: gloo is then called directly by the caller.
+
 PyTorch 2.13 offers no Python subclass of the C++ c10d `Backend` (it has no Python constructor),
 so the backend is a Python `ProcessGroup` subclass (PyTorch's PyProcessGroup), which
 `init_process_group` installs as the group itself; C++ callers (functional collectives, DDP's
@@ -21,9 +26,11 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import queue
 import socket
 import threading
 import time
+import weakref
 import zlib
 
 import torch
@@ -31,8 +38,7 @@ import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
 
-from . import _C
-from .eager import get_eager_mode
+from . import _C, _config
 
 NAME = "tpu"
 _RedOp = ReduceOp.RedOpType
@@ -128,19 +134,41 @@ def _upload_all(hosts):
 class _Work(dist._Work):
     """A collective in flight: gloo's Works on the host tensors (`inner`: one, a list, or None),
     or our own Works it stands for (`parts`), then `finish` (the copy back into the tpu tensors),
-    run once, by wait(), is_completed() or when the future completes."""
+    run once, by wait(), is_completed() or when the future completes. gloo's Works arrive with
+    launched(): at once, or from the group's launcher once the ranks agreed (which may instead
+    hand it the error that ends this Work)."""
 
-    def __init__(self, pg: ProcessGroupTPU, what: str, inner, finish=None, result=None,
-                 parts=()):
+    def __init__(self, pg: ProcessGroupTPU, what: str, finish=None, result=None, parts=()):
         super().__init__()
         self._pg, self._what, self._finish = pg, what, finish
-        self._inners = [] if inner is None else inner if isinstance(inner, list) else [inner]
+        self._inners: list = []
         self._parts = list(parts)
         self._result = [] if result is None else result
         self._lock = threading.Lock()
         self._finished = False
         self._error: BaseException | None = None
         self._future = None
+        self._is_launched = threading.Event()
+        self._on_launch: list | None = []  # callbacks until launched, then None
+
+    def launched(self, inner=None, error: BaseException | None = None) -> None:
+        """gloo runs the collective (`inner`: its Work, a list of them, or None), or it was never
+        started (`error`)."""
+        with self._lock:
+            self._inners = [] if inner is None else inner if isinstance(inner, list) else [inner]
+            if error is not None and self._error is None:
+                self._error = error
+            callbacks, self._on_launch = self._on_launch, None
+            self._is_launched.set()
+        for fn in callbacks:
+            fn()
+
+    def _after_launch(self, fn) -> None:
+        with self._lock:
+            if self._on_launch is not None:
+                self._on_launch.append(fn)
+                return
+        fn()
 
     def _complete(self) -> None:
         with self._lock:
@@ -166,11 +194,17 @@ class _Work(dist._Work):
     def wait(self, timeout=None) -> bool:
         if self._error is not None:
             raise self._error
+        if timeout == datetime.timedelta(0):
+            timeout = None
         for w in self._parts:
             w.wait(timeout)
+        if not self._is_launched.wait(None if timeout is None else timeout.total_seconds()):
+            self._fail(RuntimeError(f"timed out after {timeout} before the ranks agreed on it"))
+        if self._error is not None:
+            raise self._error
         for w in self._inners:
             try:
-                if timeout is None or timeout == datetime.timedelta(0):
+                if timeout is None:
                     w.wait()
                 else:
                     w.wait(timeout)
@@ -181,7 +215,7 @@ class _Work(dist._Work):
 
     def is_completed(self) -> bool:
         """Whether the results are in place (the copy back is done here once gloo is)."""
-        if not (self._finished or self._error is not None) and all(
+        if not (self._finished or self._error is not None) and self._is_launched.is_set() and all(
                 w.is_completed() for w in self._inners + self._parts):
             try:
                 self.wait()
@@ -200,6 +234,7 @@ class _Work(dist._Work):
         return self._result
 
     def source_rank(self) -> int:
+        self._is_launched.wait()
         return self._inners[0].source_rank()
 
     def synchronize(self) -> None:
@@ -213,6 +248,14 @@ class _Work(dist._Work):
                               if isinstance(t, torch.Tensor) and t.device.type != "cpu"})
             fut = torch.futures.Future(devices=devices or None)
             self._future = fut
+        self._after_launch(lambda: self._settle(fut))
+        return fut
+
+    def _settle(self, fut) -> None:
+        """Completes `fut` when gloo's Works and the parts are done (they are all launched)."""
+        if self._error is not None:  # never started
+            fut.set_exception(self._error)
+            return
         waiting = [w.get_future() for w in self._inners + self._parts]
         left = [len(waiting)]
         lock = threading.Lock()
@@ -243,7 +286,6 @@ class _Work(dist._Work):
             f.add_done_callback(one_done)
         if not waiting:
             done()
-        return fut
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,6 +369,95 @@ def _splits(n: int, splits, size: int) -> list[int]:
     return [s * (n // rows if rows else 0) for s in splits]
 
 
+class _Launcher:
+    """Starts a group's collectives in gloo, in the order they were issued, each once the ranks
+    agreed on it: one thread per group, which first exchanges every rank's collective, dtypes and
+    shapes (one small all_gather on a gloo group of its own, so it never interleaves with the
+    data), then calls gloo. gloo does not compare sizes across ranks: a rank receiving more than
+    it expects aborts, one receiving less waits until the timeout. Here a mismatch fails the
+    collective's Work on every rank with the same error, and the group stays usable. The caller
+    never waits for its peers, so async_op keeps its meaning."""
+
+    def __init__(self, gloo, rank: int):
+        self._gloo = gloo
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=f"torchtpu-collectives-{rank}",
+                         daemon=True).start()
+
+    def put(self, work: _Work, seq: int, check: list, launch) -> None:
+        """Runs `launch()` (the call into gloo) for `work`, collective #`seq` of the group, once
+        every rank's `check` ([collective, signature, all_to_all splits]) agrees with this one."""
+        self._calls.put((work, seq, check, launch))
+
+    def close(self) -> None:
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while True:
+            calls = [self._calls.get()]
+            while not self._calls.empty():  # issued meanwhile: their exchanges overlap
+                calls.append(self._calls.get())
+            closing = None in calls
+            if closing:
+                calls = calls[:calls.index(None)]
+            exchanges = [self._exchange(check) for _, _, check, _ in calls]
+            for (work, seq, _, launch), exchange in zip(calls, exchanges):
+                try:
+                    inner, error = self._start(work, seq, exchange, launch), None
+                except Exception as e:  # noqa: BLE001  (raised by the Work's wait())
+                    inner, error = None, e
+                work.launched(inner, error)
+            if closing:
+                return
+
+    def _start(self, work: _Work, seq: int, exchange, launch):
+        """gloo's Work for the call, once the ranks agreed on it."""
+        try:
+            ranks = exchange()
+        except RuntimeError as e:  # a peer exited or did not come within the timeout
+            raise work._pg._failure(work._what, e) from e
+        problem = _disagreement(ranks)
+        if problem:
+            shown = "; ".join(f"rank {r}: {w} of {s}" for r, (w, s, _) in enumerate(ranks))
+            raise RuntimeError(f"torchtpu: collective #{seq} of this group: {problem} ({shown})")
+        return launch()
+
+    def _exchange(self, check: list):
+        """Starts the exchange of every rank's `check`, and returns the function that waits for
+        it and reads them. A rank's row holds its collective and signature as JSON (a digest
+        when that is too long, the same on ranks that agree), then its all_to_all splits as
+        int64: they differ by rank, so they are never digested, and the group's size fixes
+        their room."""
+        what, sig, splits = check
+        head = json.dumps([what, sig]).encode()
+        if len(head) > _SIGNATURE_BYTES:
+            head = json.dumps([what, f"crc {zlib.crc32(head)}"]).encode()
+        size = self._gloo.size()
+        row = torch.zeros(_SIGNATURE_BYTES + 16 * size, dtype=torch.uint8)
+        row[:len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8)
+        if splits is not None:
+            row[_SIGNATURE_BYTES:].view(torch.int64).copy_(torch.tensor(splits[0] + splits[1]))
+        everyone = torch.empty(size, row.numel(), dtype=torch.uint8)
+        try:
+            gathering = self._gloo._allgather_base(everyone.view(-1), row)
+        except RuntimeError as e:
+            error = e
+            gathering = None
+
+        def read() -> list:
+            if gathering is None:
+                raise error
+            gathering.wait()
+            rows = everyone.numpy()
+            heads = [json.loads(head)] * size if (rows == rows[0]).all() else [  # the usual case
+                json.loads(bytes(h[h != 0]).decode()) for h in rows[:, :_SIGNATURE_BYTES]]
+            if splits is None:
+                return [[w, s, None] for w, s in heads]
+            counts = everyone[:, _SIGNATURE_BYTES:].contiguous().view(torch.int64).tolist()
+            return [[w, s, (c[:size], c[size:])] for (w, s), c in zip(heads, counts)]
+        return read
+
+
 def _opts(cls, given, **fields):
     """gloo's options for a collective: `given`'s timeout, and `fields`."""
     opts = cls()
@@ -363,7 +494,14 @@ class ProcessGroupTPU(dist.ProcessGroup):
                                self._gloo)
         self._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
         self._seq = 0
+        self._issuing = threading.Lock()
         self._coalesced: list[_Work] | None = None
+        # TORCHTPU_DIST_CHECKS=0: gloo is called directly, without the ranks agreeing first.
+        self._launcher = None
+        if _config.flag("TORCHTPU_DIST_CHECKS", True):
+            self._launcher = _Launcher(dist.ProcessGroupGloo(
+                dist.PrefixStore("tpu-agree/", store), rank, size, timeout), rank)
+            weakref.finalize(self, self._launcher.close)
         # Who is who, for failures: each rank's host and pid (read once here, since the store
         # may live in the rank that dies).
         store.set(f"tpu-pid/{rank}", f"{socket.gethostname()}:{os.getpid()}")
@@ -417,68 +555,64 @@ class ProcessGroupTPU(dist.ProcessGroup):
             f"torchtpu: {what} failed on rank {self._rank} of {self._size}: {cause}. "
             f"gloo: {message}")
 
-    # -- the debug check: every rank calls the same collective on matching tensors --------------
+    # -- issuing a call into gloo -------------------------------------------------------------
 
-    def _agree(self, what: str, sig, splits=None) -> None:
-        """In debug mode (TORCHTPU_EAGER_MODE=debug, or TORCH_DISTRIBUTED_DEBUG=DETAIL), one small
-        gloo all_gather of each rank's collective and tensor signature before the collective:
-        on a mismatch every rank raises the same error, and the group stays usable. Without it
-        gloo does not check sizes: a rank receiving more than it expects aborts (its peers then
-        fail, naming it), one receiving less waits until the timeout."""
-        if get_eager_mode() != "debug" and dist.get_debug_level() != dist.DebugLevel.DETAIL:
-            return
-        mine = json.dumps([what, sig, splits]).encode()
-        if len(mine) > _SIGNATURE_BYTES:
-            mine = json.dumps([what, f"crc {zlib.crc32(mine)}", None]).encode()
-        buf = torch.zeros(_SIGNATURE_BYTES, dtype=torch.uint8)
-        buf[:len(mine)] = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
-        everyone = torch.empty(self._size, _SIGNATURE_BYTES, dtype=torch.uint8)
-        try:
-            self._gloo._allgather_base(everyone.view(-1), buf).wait()
-        except RuntimeError as e:
-            raise self._failure(f"{what} (collective #{self._seq + 1} of this group)", e) from e
-        ranks = [json.loads(bytes(row[row != 0].tolist()).decode()) for row in everyone]
-        problem = _disagreement(ranks)
-        if problem:
-            shown = "; ".join(f"rank {r}: {w} of {s}" for r, (w, s, _) in enumerate(ranks))
-            raise RuntimeError(f"torchtpu: collective #{self._seq + 1} of this group: {problem} "
-                               f"({shown})")
-
-    def _work(self, name: str, inner, finish=None, result=None, parts=()) -> _Work:
-        self._seq += 1
-        work = _Work(self, f"{name} (collective #{self._seq} of this group)", inner, finish,
-                     result, parts)
+    def _work(self, name: str, launch=None, finish=None, result=None, parts=(),
+              check=None) -> _Work:
+        """The Work of one call into gloo: `launch()` makes the call and returns gloo's Work (or
+        a list, or None). A collective names its `check` ([collective, tensor signature,
+        all_to_all splits]): with the checks on, the launcher makes its call once the ranks
+        agree on it. Anything else (point-to-point, a Work standing for others) starts here: a
+        send or recv waits for no collective issued before it (gloo matches them by peer and
+        tag, apart from the collectives' order), and the peer may need it before it reaches
+        that collective."""
+        queued = self._launcher is not None and check is not None
+        inner = launch() if launch is not None and not queued else None
+        with self._issuing:  # the collectives' numbers are the launcher's order
+            self._seq += 1
+            work = _Work(self, f"{name} (collective #{self._seq} of this group)", finish, result,
+                         parts)
+            if queued:
+                self._launcher.put(work, self._seq, check, launch)
+        if not queued:
+            work.launched(inner)
         if self._coalesced is not None:
             self._coalesced.append(work)
         return work
 
-    def _reduced(self, name, tensors, host_in, host_out, opts, launch) -> _Work:
+    def _reduced(self, name, tensors, host_in, host_out, opts, launch, check) -> _Work:
         """A reduction: premultiplies the host inputs (PREMUL_SUM), launches gloo with the op it
         has, and averages the host results (AVG) before copying them back."""
         gloo_op, factor, post = _reduction(_op_of(opts))
         if factor is not None:
             _premul(host_in.views, factor)
-        inner = launch(gloo_op)
 
         def finish():
             if post == "avg":
                 _average(host_out.views, self._size)
             host_out.upload()
-        return self._work(name, inner, finish, list(host_out.tensors))
+        return self._work(name, lambda: launch(gloo_op), finish, list(host_out.tensors),
+                          check=check)
+
+    def shutdown(self) -> None:
+        if self._launcher is not None:
+            self._launcher.close()
+        super().shutdown()
 
     # -- all_reduce, reduce --------------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
-        self._agree(f"all_reduce {_op_name(opts)}", _signature(tensors))
         _check_dense(tensors, "input")
         host = _Host(tensors, download=True)
-        return self._reduced("all_reduce", tensors, host, host, opts, lambda op: self._gloo.allreduce(
-            host.views, _opts(dist.AllreduceOptions, opts, reduceOp=op)))
+        return self._reduced(
+            "all_reduce", tensors, host, host, opts,
+            lambda op: self._gloo.allreduce(host.views,
+                                            _opts(dist.AllreduceOptions, opts, reduceOp=op)),
+            [f"all_reduce {_op_name(opts)}", _signature(tensors), None])
 
     def allreduce_coalesced(self, tensors, opts=None):
-        self._agree(f"all_reduce_coalesced {_op_name(opts)}", _signature(tensors))
         _check_dense(tensors, "input")
         host = _Host(tensors, download=True)
         flat = host.flat
@@ -488,17 +622,18 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 return self._gloo.allreduce([flat], _opts(dist.AllreduceOptions, opts, reduceOp=op))
             return self._gloo.allreduce_coalesced(
                 host.views, _opts(dist.AllreduceCoalescedOptions, opts, reduceOp=op))
-        return self._reduced("all_reduce_coalesced", tensors, host, host, opts, launch)
+        return self._reduced("all_reduce_coalesced", tensors, host, host, opts, launch,
+                             [f"all_reduce_coalesced {_op_name(opts)}", _signature(tensors), None])
 
     def reduce(self, tensors, opts=None):
-        self._agree(f"reduce {_op_name(opts)} to {opts.rootRank}", _signature(tensors))
         _check_dense(tensors, "input")
         root = opts.rootRank == self._rank
         host = _Host(tensors, download=True)
         out = host if root else _Host([], download=False)  # only the root's tensor changes
         return self._reduced("reduce", tensors, host, out, opts, lambda op: self._gloo.reduce(
             host.views, _opts(dist.ReduceOptions, opts, reduceOp=op, rootRank=opts.rootRank,
-                              rootTensor=opts.rootTensor)))
+                              rootTensor=opts.rootTensor)),
+            [f"reduce {_op_name(opts)} to {opts.rootRank}", _signature(tensors), None])
 
     # -- broadcast, scatter, gather ------------------------------------------------------------
 
@@ -506,52 +641,52 @@ class ProcessGroupTPU(dist.ProcessGroup):
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
         opts = opts if opts is not None else dist.BroadcastOptions()
-        self._agree(f"broadcast from {opts.rootRank}", _signature(tensors))
         _check_dense(tensors, "input")
         root = opts.rootRank == self._rank
         host = _Host(tensors, download=root)
-        inner = self._gloo.broadcast(host.views, _opts(
-            dist.BroadcastOptions, opts, rootRank=opts.rootRank, rootTensor=opts.rootTensor))
-        return self._work("broadcast", inner, None if root else host.upload, list(tensors))
+        return self._work("broadcast", lambda: self._gloo.broadcast(host.views, _opts(
+            dist.BroadcastOptions, opts, rootRank=opts.rootRank, rootTensor=opts.rootTensor)),
+            None if root else host.upload, list(tensors),
+            check=[f"broadcast from {opts.rootRank}", _signature(tensors), None])
 
     def scatter(self, outputs, input_lists, opts=None):
-        self._agree(f"scatter from {opts.rootRank}", _signature(outputs))
         _check_dense(outputs, "output")
         host_out = _Host(outputs, download=False)
         host_in = [_Host(ts, download=True) for ts in input_lists]
-        inner = self._gloo.scatter(host_out.views, [h.views for h in host_in],
-                                   _opts(dist.ScatterOptions, opts, rootRank=opts.rootRank))
-        return self._work("scatter", inner, host_out.upload, list(outputs))
+        return self._work("scatter", lambda: self._gloo.scatter(
+            host_out.views, [h.views for h in host_in],
+            _opts(dist.ScatterOptions, opts, rootRank=opts.rootRank)),
+            host_out.upload, list(outputs),
+            check=[f"scatter from {opts.rootRank}", _signature(outputs), None])
 
-    def _into_lists(self, name, output_lists, inputs, launch) -> _Work:
+    def _into_lists(self, name, output_lists, inputs, launch, check) -> _Work:
         """A collective writing lists of outputs: launch(host output lists, host inputs)."""
         _check_dense(inputs, "input")
         host_in = _Host(inputs, download=True)
         host_out = [_Host(ts, download=False) for ts in output_lists]
-        inner = launch([h.views for h in host_out], host_in.views)
-        return self._work(name, inner, _upload_all(host_out),
-                          [t for ts in output_lists for t in ts])
+        return self._work(name, lambda: launch([h.views for h in host_out], host_in.views),
+                          _upload_all(host_out), [t for ts in output_lists for t in ts],
+                          check=check)
 
     def gather(self, output_lists, inputs, opts=None):
-        self._agree(f"gather to {opts.rootRank}", _signature(inputs))
         return self._into_lists("gather", output_lists, inputs, lambda outs, ins: self._gloo.gather(
-            outs, ins, _opts(dist.GatherOptions, opts, rootRank=opts.rootRank)))
+            outs, ins, _opts(dist.GatherOptions, opts, rootRank=opts.rootRank)),
+            [f"gather to {opts.rootRank}", _signature(inputs), None])
 
     # -- all_gather ----------------------------------------------------------------------------
 
     def all_gather_single(self, output, input, opts=None):
-        self._agree("all_gather_into_tensor", _signature([input]))
         _check_dense([output, input], "all_gather")
         host_in = _Host([input], download=True)
         host_out = _Host([output], download=False)
-        inner = self._gloo._allgather_base(host_out.views[0], host_in.views[0],
-                                           _opts(_c10d.AllgatherOptions, opts))
-        return self._work("all_gather_into_tensor", inner, host_out.upload, [output])
+        return self._work("all_gather_into_tensor", lambda: self._gloo._allgather_base(
+            host_out.views[0], host_in.views[0], _opts(_c10d.AllgatherOptions, opts)),
+            host_out.upload, [output],
+            check=["all_gather_into_tensor", _signature([input, output]), None])
 
     _allgather_base = all_gather_single
 
     def allgather(self, output_lists, inputs, opts=None):
-        self._agree("all_gather", _signature(inputs))
         _check_dense(inputs, "input")
         host_in = _Host(inputs, download=True)
         (outputs,) = output_lists
@@ -559,24 +694,26 @@ class ProcessGroupTPU(dist.ProcessGroup):
         flat = host_out.flat
         if flat is not None and len(inputs) == 1 and all(
                 t.numel() == inputs[0].numel() for t in outputs):  # one buffer, no regrouping
-            inner = self._gloo._allgather_base(flat, host_in.views[0].reshape(-1),
-                                               _opts(_c10d.AllgatherOptions, opts))
+            def launch():
+                return self._gloo._allgather_base(flat, host_in.views[0].reshape(-1),
+                                                  _opts(_c10d.AllgatherOptions, opts))
         else:
-            inner = self._gloo.allgather([host_out.views], host_in.views,
-                                         _opts(_c10d.AllgatherOptions, opts))
-        return self._work("all_gather", inner, host_out.upload, list(outputs))
+            def launch():
+                return self._gloo.allgather([host_out.views], host_in.views,
+                                            _opts(_c10d.AllgatherOptions, opts))
+        return self._work("all_gather", launch, host_out.upload, list(outputs),
+                          check=["all_gather", _signature(inputs), None])
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
-        self._agree("all_gather_coalesced", _signature(inputs))
         return self._into_lists(
             "all_gather_coalesced", output_lists, inputs,
             lambda outs, ins: self._gloo.allgather_coalesced(outs, ins,
-                                                             _opts(_c10d.AllgatherOptions, opts)))
+                                                             _opts(_c10d.AllgatherOptions, opts)),
+            ["all_gather_coalesced", _signature(inputs), None])
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         """Each output i gathers every rank's input i: one gloo all_gather of all the inputs in
         one buffer, each output read back from its column of the result."""
-        self._agree("all_gather_into_tensor_coalesced", _signature(inputs))
         _check_dense(inputs + outputs, "all_gather")
         host_in = _Host(inputs, download=True)
         flat = host_in.flat
@@ -584,8 +721,6 @@ class ProcessGroupTPU(dist.ProcessGroup):
             works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
             return self._group_work("all_gather_into_tensor_coalesced", works)
         gathered = torch.empty(self._size, flat.numel(), dtype=flat.dtype, pin_memory=True)
-        inner = self._gloo._allgather_base(gathered.view(-1), flat,
-                                           _opts(_c10d.AllgatherOptions, opts))
 
         def finish():
             o = 0
@@ -593,14 +728,15 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 n = inp.numel()
                 out.detach().copy_(gathered[:, o:o + n].reshape(out.shape))
                 o += n
-        return self._work("all_gather_into_tensor_coalesced", inner, finish, list(outputs))
+        return self._work("all_gather_into_tensor_coalesced", lambda: self._gloo._allgather_base(
+            gathered.view(-1), flat, _opts(_c10d.AllgatherOptions, opts)), finish, list(outputs),
+            check=["all_gather_into_tensor_coalesced", _signature(inputs + outputs), None])
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     # -- reduce_scatter ------------------------------------------------------------------------
 
     def reduce_scatter_single(self, output, input, opts=None):
-        self._agree(f"reduce_scatter_tensor {_op_name(opts)}", _signature([input]))
         _check_dense([output, input], "reduce_scatter")
         host_in = _Host([input], download=True)
         host_out = _Host([output], download=False)
@@ -608,13 +744,13 @@ class ProcessGroupTPU(dist.ProcessGroup):
             "reduce_scatter_tensor", [output], host_in, host_out, opts,
             lambda op: self._gloo._reduce_scatter_base(
                 host_out.views[0], host_in.views[0],
-                _opts(dist.ReduceScatterOptions, opts, reduceOp=op)))
+                _opts(dist.ReduceScatterOptions, opts, reduceOp=op)),
+            [f"reduce_scatter_tensor {_op_name(opts)}", _signature([input, output]), None])
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         (inputs,) = input_lists
-        self._agree(f"reduce_scatter {_op_name(opts)}", _signature(inputs))
         _check_dense(inputs + list(outputs), "reduce_scatter")
         host_in = _Host(inputs, download=True)
         host_out = _Host(outputs, download=False)
@@ -629,13 +765,13 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 return self._gloo.reduce_scatter(
                     host_out.views, [host_in.views],
                     _opts(dist.ReduceScatterOptions, opts, reduceOp=op))
-        return self._reduced("reduce_scatter", outputs, host_in, host_out, opts, launch)
+        return self._reduced("reduce_scatter", outputs, host_in, host_out, opts, launch,
+                             [f"reduce_scatter {_op_name(opts)}", _signature(inputs), None])
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         """reduce_scatter of several tensors, staged in one host buffer: one gloo all_reduce
         per tensor, each output then read from its rank's slice (gloo's own reduce_scatter is
         that all_reduce, so the values are its values, bitwise)."""
-        self._agree(f"reduce_scatter_tensor_coalesced {_op_name(opts)}", _signature(inputs))
         _check_dense(inputs + outputs, "reduce_scatter")
         host = _Host(inputs, download=True)
         mine = _Host([], download=False)
@@ -645,67 +781,70 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return self._reduced(
             "reduce_scatter_tensor_coalesced", outputs, host, mine, opts,
             lambda op: [self._gloo.allreduce([v], _opts(dist.AllreduceOptions, opts, reduceOp=op))
-                        for v in host.views])
+                        for v in host.views],
+            [f"reduce_scatter_tensor_coalesced {_op_name(opts)}", _signature(inputs + outputs),
+             None])
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     # -- all_to_all ----------------------------------------------------------------------------
 
     def all_to_all_single(self, output, input, output_splits, input_splits, opts=None):
-        self._agree("all_to_all_single", [str(input.dtype), list(input.shape[1:])],
-                    [_splits(input.numel(), input_splits, self._size),
-                     _splits(output.numel(), output_splits, self._size)])
         _check_dense([output, input], "all_to_all")
         host_in = _Host([input], download=True)
         host_out = _Host([output], download=False)
-        inner = self._gloo.alltoall_base(host_out.views[0], host_in.views[0], output_splits,
-                                         input_splits, _opts(dist.AllToAllOptions, opts))
-        return self._work("all_to_all_single", inner, host_out.upload, [output])
+        return self._work("all_to_all_single", lambda: self._gloo.alltoall_base(
+            host_out.views[0], host_in.views[0], output_splits, input_splits,
+            _opts(dist.AllToAllOptions, opts)), host_out.upload, [output],
+            check=["all_to_all_single", [str(input.dtype), list(input.shape[1:])],
+                   [_splits(input.numel(), input_splits, self._size),
+                    _splits(output.numel(), output_splits, self._size)]])
 
     alltoall_base = all_to_all_single
 
     def alltoall(self, outputs, inputs, opts=None):
-        self._agree("all_to_all", [str(t.dtype) for t in inputs[:1]],
-                    [[t.numel() for t in inputs], [t.numel() for t in outputs]])
         _check_dense(inputs + outputs, "all_to_all")
         host_in = _Host(inputs, download=True)
         host_out = _Host(outputs, download=False)
         fin, fout = host_in.flat, host_out.flat
         if fin is not None and fout is not None and fin.dtype == fout.dtype:
-            # one buffer each way: gloo's split all_to_all moves each tensor's elements
-            inner = self._gloo.alltoall_base(fout, fin, [t.numel() for t in outputs],
-                                             [t.numel() for t in inputs],
-                                             _opts(dist.AllToAllOptions, opts))
+            def launch():  # one buffer each way: gloo's split all_to_all moves each tensor's
+                return self._gloo.alltoall_base(  # elements
+                    fout, fin, [t.numel() for t in outputs], [t.numel() for t in inputs],
+                    _opts(dist.AllToAllOptions, opts))
         else:
-            inner = self._gloo.alltoall(host_out.views, host_in.views,
-                                        _opts(dist.AllToAllOptions, opts))
-        return self._work("all_to_all", inner, host_out.upload, list(outputs))
+            def launch():
+                return self._gloo.alltoall(host_out.views, host_in.views,
+                                           _opts(dist.AllToAllOptions, opts))
+        return self._work("all_to_all", launch, host_out.upload, list(outputs),
+                          check=["all_to_all", [str(t.dtype) for t in inputs[:1]],
+                                 [[t.numel() for t in inputs], [t.numel() for t in outputs]]])
 
     # -- point to point ------------------------------------------------------------------------
 
     def send(self, tensors, dst: int, tag: int = 0):
         _check_dense(tensors, "input")
         host = _Host(tensors, download=True)
-        return self._work(f"send to rank {dst}", self._gloo.send(host.views, dst, tag),
+        return self._work(f"send to rank {dst}", lambda: self._gloo.send(host.views, dst, tag),
                           result=list(tensors))
 
     def recv(self, tensors, src: int, tag: int = 0):
         _check_dense(tensors, "output")
         host = _Host(tensors, download=False)
-        return self._work(f"recv from rank {src}", self._gloo.recv(host.views, src, tag),
+        return self._work(f"recv from rank {src}", lambda: self._gloo.recv(host.views, src, tag),
                           host.upload, list(tensors))
 
     def recv_anysource(self, tensors, tag: int = 0):
         _check_dense(tensors, "output")
         host = _Host(tensors, download=False)
-        return self._work("recv from any rank", self._gloo.recv_anysource(host.views, tag),
+        return self._work("recv from any rank", lambda: self._gloo.recv_anysource(host.views, tag),
                           host.upload, list(tensors))
 
     # -- barrier, coalescing -------------------------------------------------------------------
 
     def barrier(self, opts=None):
-        self._agree("barrier", [])
-        return self._work("barrier", self._gloo.barrier(_opts(dist.BarrierOptions, opts)))
+        return self._work("barrier", lambda: self._gloo.barrier(_opts(dist.BarrierOptions, opts)),
+                          check=["barrier", [], None])
 
     def _group_work(self, name: str, works) -> _Work:
         """One Work for several: waits for each in order."""

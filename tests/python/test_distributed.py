@@ -252,13 +252,65 @@ def _async_op_returns_while_gloo_runs(group, rank, world):
     fut = work.get_future()
     in_flight = not work.is_completed()
     work.wait()
-    if rank == 0 and torchtpu.get_eager_mode() != "debug":  # debug: every rank first agrees
+    if rank == 0:  # the ranks agree on it in the group's launcher, not in this call
         assert issued < 0.5, issued
         assert in_flight
     assert work.is_completed() and work.is_success()
     (value,) = fut.wait()
     expected = torch.arange(1 << 16, dtype=torch.float32) * 2 + 1
     assert torch.equal(x.cpu(), expected) and torch.equal(value.cpu(), expected)
+
+
+@own
+def _async_collective_then_send_the_peer_needs_first(group, rank, world):
+    # Rank 1 reaches the all_reduce only after rank 0's send: rank 0's all_reduce must not
+    # wait for rank 1 at the call (a blocking agreement would deadlock here until the timeout).
+    g = dist.new_group(backend="tpu", timeout=datetime.timedelta(seconds=30))
+    x = torch.full((3,), float(rank + 1), device="tpu")
+    msg = torch.arange(4.0, device="tpu") if rank == 0 else torch.zeros(4, device="tpu")
+    if rank == 0:
+        work = dist.all_reduce(x, async_op=True, group=g)
+        dist.send(msg, 1, group=g)
+        work.wait()
+    else:
+        dist.recv(msg, 0, group=g)
+        dist.all_reduce(x, group=g)
+    assert x.cpu().tolist() == [3.0] * 3 and msg.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@own
+def _two_groups_in_different_orders(group, rank, world):
+    # Async collectives on two groups, issued in opposite orders by the two ranks (as 2-D
+    # parallelism may): each group keeps its own order, so neither waits for the other.
+    g = dist.new_group(backend="tpu", timeout=datetime.timedelta(seconds=30))
+    a = torch.full((2,), float(rank + 1), device="tpu")
+    b = torch.full((3,), float(10 * (rank + 1)), device="tpu")
+    issue = [(a, group), (b, g)] if rank == 0 else [(b, g), (a, group)]
+    works = [dist.all_reduce(t, async_op=True, group=grp) for t, grp in issue]
+    for w in works:
+        w.wait()
+    assert a.cpu().tolist() == [3.0] * 2 and b.cpu().tolist() == [30.0] * 3
+
+
+@own
+def _cpu_and_tpu_tensors_keep_their_order(group, rank, world):
+    # Same sizes and dtypes, so were gloo to see them in different orders on the two ranks, it
+    # would add a tpu tensor to a CPU one and the values would show it. Rank 0 issues the CPU one
+    # late: a CPU call overtaking the queued tpu one would run first on rank 1 only.
+    values = [[], []]
+    for k in range(3):
+        t = torch.full((4,), float(rank + 1 + k), device="tpu")
+        c = torch.full((4,), float(100 * (rank + 1 + k)))
+        works = [dist.all_reduce(t, async_op=True, group=group)]
+        if rank == 0:
+            time.sleep(0.2)
+        works.append(dist.all_reduce(c, async_op=True, group=group))
+        for w in works:
+            w.wait()
+        values[0].append(t.cpu().tolist())
+        values[1].append(c.tolist())
+    assert values[0] == [[3.0 + 2 * k] * 4 for k in range(3)], values
+    assert values[1] == [[300.0 + 200 * k] * 4 for k in range(3)], values
 
 
 @own
@@ -299,6 +351,8 @@ def _backend_strings(group, rank, world):
 # Failures, run last (the last one ends rank 1).
 
 FAILURES = {}
+CHECKS = torchtpu._config.flag("TORCHTPU_DIST_CHECKS", True)
+NEED_CHECKS = {"mismatched_shapes_raise_on_every_rank", "mismatch_fails_an_async_work"}
 
 
 def failure(fn):
@@ -306,26 +360,58 @@ def failure(fn):
     return fn
 
 
+def _mismatch(kind):
+    return rf"torchtpu: collective #\d+ of this group: the ranks called different {kind}"
+
+
 @failure
 def _mismatched_shapes_raise_on_every_rank(group, rank, world):
-    with torchtpu.eager_mode("debug"):  # the check's switch (or TORCH_DISTRIBUTED_DEBUG=DETAIL)
-        with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce SUM of "
-                           r"\[\['float32', \[4\]\]\]; rank 1: all_reduce SUM of \[\['float32', \[5\]"):
-            dist.all_reduce(torch.ones(4 + rank, device="tpu"), group=group)
-        with pytest.raises(RuntimeError, match="different collectives"):
-            if rank == 0:
-                dist.all_reduce(torch.ones(3, device="tpu"), group=group)
-            else:
-                dist.broadcast(torch.ones(3, device="tpu"), 0, group=group)
-        sends, recvs = ([1, 2], [1, 2]) if rank == 0 else ([1, 1], [2, 1])
-        with pytest.raises(RuntimeError, match="rank 1 sends 1 elements to rank 0, which "
-                                               "expects 2"):
-            dist.all_to_all_single(torch.zeros(sum(recvs), device="tpu"),
-                                   torch.ones(sum(sends), device="tpu"), recvs, sends,
-                                   group=group)
+    # On by default (TORCHTPU_DIST_CHECKS=0 turns it off): without it gloo aborts the rank that
+    # receives more than it expects.
+    with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce SUM of "
+                       r"\[\['float32', \[4\]\]\]; rank 1: all_reduce SUM of \[\['float32', \[5\]"):
+        dist.all_reduce(torch.ones(4 + rank, device="tpu"), group=group)
+    with pytest.raises(RuntimeError, match=_mismatch("collectives, or on different tensors")):
+        dist.all_gather_into_tensor(torch.zeros(world * (2 + rank), device="tpu"),
+                                    torch.ones(2 + rank, device="tpu"), group=group)
+    with pytest.raises(RuntimeError, match=_mismatch("collectives, or on different tensors")):
+        dist.broadcast(torch.ones(3, 1 + rank, device="tpu"), 0, group=group)
+    with pytest.raises(RuntimeError, match="different collectives"):
+        if rank == 0:
+            dist.all_reduce(torch.ones(3, device="tpu"), group=group)
+        else:
+            dist.broadcast(torch.ones(3, device="tpu"), 0, group=group)
+    sends, recvs = ([1, 2], [1, 2]) if rank == 0 else ([1, 1], [2, 1])
+    with pytest.raises(RuntimeError, match="rank 1 sends 1 elements to rank 0, which "
+                                           "expects 2"):
+        dist.all_to_all_single(torch.zeros(sum(recvs), device="tpu"),
+                               torch.ones(sum(sends), device="tpu"), recvs, sends,
+                               group=group)
+    many = [torch.ones(1, device="tpu") for _ in range(80)]  # a signature past 1 KiB: a digest
+    dist.all_reduce_coalesced(many, group=group)
+    assert many[0].cpu().item() == many[-1].cpu().item() == 2.0
+    with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce_coalesced SUM "
+                                           r"of crc \d+; rank 1: all_reduce_coalesced SUM of crc"):
+        dist.all_reduce_coalesced(many[1:] + [torch.ones(1 + rank, device="tpu")], group=group)
     x = torch.ones(3, device="tpu")
     dist.all_reduce(x, group=group)  # the group still works
     assert x.cpu().tolist() == [2.0] * 3
+
+
+@failure
+def _mismatch_fails_an_async_work(group, rank, world):
+    x = torch.ones(2 + rank, device="tpu")
+    work = dist.all_reduce(x, async_op=True, group=group)
+    future = work.get_future()
+    with pytest.raises(RuntimeError, match=_mismatch("collectives, or on different tensors")):
+        work.wait()
+    assert work.is_completed() and not work.is_success()
+    assert "different tensors" in str(work.exception())
+    with pytest.raises(RuntimeError, match="different tensors"):
+        future.wait()
+    assert x.cpu().tolist() == [1.0] * (2 + rank)  # untouched
+    dist.all_reduce(x[:2], group=group)
+    assert x.cpu().tolist()[:2] == [2.0] * 2
 
 
 @failure
@@ -412,7 +498,7 @@ def _worker(rank, world, port, job, out_dir):
 
 def _job_two(rank, world):
     dist.init_process_group("tpu", rank=rank, world_size=world)
-    _run_checks(rank, world, SAME, OWN, FAILURES)
+    _run_checks(rank, world, SAME, OWN, [f for f in FAILURES if CHECKS or f not in NEED_CHECKS])
 
 
 FOUR_SAME = ["all_reduce-SUM-torch.float32", "all_reduce-PRODUCT-torch.bfloat16",
@@ -466,6 +552,8 @@ def four_ranks(tmp_path_factory):
 
 @pytest.mark.parametrize("check", list(SAME) + list(OWN) + list(FAILURES))
 def test_two_ranks(two_ranks, check):
+    if check in NEED_CHECKS and not CHECKS:
+        pytest.skip("TORCHTPU_DIST_CHECKS=0: gloo aborts on mismatched shapes")
     ranks.assert_passed(two_ranks, check)
 
 
