@@ -19,8 +19,8 @@ program per call in a compiled graph; run time within 1.1x of jax.jit.
 import argparse
 import importlib.util
 import os
-import sys
 import statistics
+import sys
 import time
 
 import torch

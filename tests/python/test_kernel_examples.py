@@ -3,6 +3,7 @@ shows (in interpret mode on the CPU plugin)."""
 
 import importlib.util
 import os
+import sys
 
 import pytest
 
@@ -16,6 +17,7 @@ def _example(name):
     spec = importlib.util.spec_from_file_location(f"kernel_example_{name}",
                                                   os.path.join(EXAMPLES, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # Dynamo imports a module by name to read its globals
     spec.loader.exec_module(module)
     return module
 

@@ -5,7 +5,6 @@ fresh interpreter (the PJRT plugin and JAX's backends are chosen once per proces
 import json
 
 import pytest
-
 from conftest import run_python
 
 pytest.importorskip("jax")
