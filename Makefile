@@ -49,6 +49,7 @@ bench: build
 	$(PY) benchmarks/amp.py
 	$(PY) benchmarks/collectives.py
 	$(PY) benchmarks/ddp_step.py
+	$(PY) benchmarks/kernels.py
 
 clean:
 	rm -rf build torchtpu/*.so
