@@ -20,7 +20,7 @@ $(DEPS_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 numpy pytest expecttest setuptools \
-	  transformers==5.24.0 "jax[cpu]==0.10.2"
+	  transformers==5.24.0 "jax[cpu]==0.10.2" tokamax==0.0.12
 	touch $(DEPS_STAMP)
 
 build: system-deps $(DEPS_STAMP)

@@ -4,6 +4,7 @@
     python examples/train_gpt.py --device cpu    # the same run on the CPU, for comparison
     python examples/train_gpt.py --amp bf16      # mixed precision: torch.autocast in bfloat16
     python examples/train_gpt.py --amp fp16      # float16 autocast with a GradScaler
+    python examples/train_gpt.py --attention tokamax   # Tokamax's attention, through jax_op
 
 Weights are initialised and batches drawn on the CPU from one seed, so runs on different devices
 see the same numbers; with --dropout 0 their losses can be compared step by step.
@@ -25,10 +26,18 @@ import torch.nn.functional as F
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sonnets.txt")
 
 
+def tokamax_attention(q, k, v):
+    from torchtpu.tokamax import dot_product_attention
+
+    return dot_product_attention(q, k, v, is_causal=True)
+
+
 class Block(nn.Module):
-    def __init__(self, width: int, heads: int, dropout: float):
+    def __init__(self, width: int, heads: int, dropout: float, attention: str = "sdpa"):
         super().__init__()
-        self.heads = heads
+        if attention == "tokamax" and dropout:
+            raise ValueError("--attention tokamax has no attention dropout: use --dropout 0")
+        self.heads, self.attention = heads, attention
         self.ln1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -41,19 +50,23 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        if self.attention == "tokamax":
+            y = tokamax_attention(q, k, v)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
         return x + self.mlp(self.ln2(x))
 
 
 class GPT(nn.Module):
     def __init__(self, vocab: int, block: int, width: int = 128, layers: int = 4, heads: int = 4,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, attention: str = "sdpa"):
         super().__init__()
         self.tokens = nn.Embedding(vocab, width)
         self.positions = nn.Embedding(block, width)
-        self.blocks = nn.ModuleList(Block(width, heads, dropout) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(width, heads, dropout, attention)
+                                    for _ in range(layers))
         self.ln = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
 
@@ -130,11 +143,12 @@ def training_step(model: nn.Module, device: str, lr: float = 3e-3, compile: bool
 
 def train(device: str, steps: int, batch: int = 16, block: int = 64, width: int = 128,
           layers: int = 4, dropout: float = 0.0, lr: float = 3e-3, seed: int = 0,
-          progress: bool = True, compile: bool = False, amp: str | None = None):
+          progress: bool = True, compile: bool = False, amp: str | None = None,
+          attention: str = "sdpa"):
     """Returns the loss of every step."""
     data, vocab = load_text()
     torch.manual_seed(seed)
-    model = GPT(vocab, block, width, layers, dropout=dropout).to(device)
+    model = GPT(vocab, block, width, layers, dropout=dropout, attention=attention).to(device)
     step_fn = training_step(model, device, lr, compile, amp)
     losses = []
     start = time.perf_counter()
@@ -167,12 +181,15 @@ def main():
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--amp", choices=sorted(AMP_DTYPES),
                         help="mixed precision: autocast in this dtype (fp16 with a GradScaler)")
+    parser.add_argument("--attention", choices=["sdpa", "tokamax"], default="sdpa",
+                        help="tokamax: Tokamax's dot_product_attention (pip install tokamax)")
     parser.add_argument("--losses-out", help="write the per-step losses to this JSON file")
     args = parser.parse_args()
     if args.device.startswith("tpu"):
         import torchtpu  # noqa: F401  (also autoloaded by `import torch`)
     losses = train(args.device, args.steps, args.batch, args.block, args.width, args.layers,
-                   args.dropout, seed=args.seed, compile=args.compile, amp=args.amp)
+                   args.dropout, seed=args.seed, compile=args.compile, amp=args.amp,
+                   attention=args.attention)
     precision = f" ({args.amp} autocast)" if args.amp else ""
     print(f"device {args.device}{precision}: first loss {losses[0]:.4f}, "
           f"final loss {losses[-1]:.4f} (ln(vocab) = {math.log(load_text()[1]):.4f})")

@@ -1,6 +1,7 @@
 """torchtpu.tokamax: Tokamax's attention, layer norm and ragged dot as PyTorch ops on tpu, against
-PyTorch's own ops. Skipped where the tokamax package is not installed (it is not in the project's
-environment: see the README's "Custom kernels" section), except the error saying so."""
+PyTorch's own ops, and examples/train_gpt.py --attention tokamax against its default attention.
+Skipped where the tokamax package is not installed (`make` installs it), except the error saying
+so."""
 
 import importlib.util
 
@@ -92,3 +93,22 @@ def test_compiled_with_its_backward():
     a = x.detach().cpu().requires_grad_()
     F.layer_norm(a * 2, (8,), w.cpu(), b.cpu()).pow(2).sum().backward()
     torch.testing.assert_close(x.grad.cpu(), a.grad)
+
+
+@needs_tokamax
+def test_train_gpt_with_tokamax_attention_follows_the_default():
+    """examples/train_gpt.py --attention tokamax: the same losses as F.scaled_dot_product_attention
+    (a small model, a few steps)."""
+    import os
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    import train_gpt
+
+    args = dict(steps=8, batch=4, block=32, width=32, layers=2, progress=False)
+    default = train_gpt.train("tpu", **args)
+    tokamax = train_gpt.train("tpu", attention="tokamax", **args)
+    torch.testing.assert_close(tokamax, default, rtol=1e-4, atol=1e-5)
+    assert tokamax[-1] < tokamax[0]
