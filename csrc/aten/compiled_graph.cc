@@ -195,9 +195,11 @@ std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs)
       args.push_back(buffer->raw());
       buffers.push_back(&buffer);
     }
-    std::vector<int64_t> keep;  // held elsewhere too (a tensor sharing it, a copy in flight)
+    // Kept: a constant of the graph (bound again by every replay), or a buffer held elsewhere
+    // too (a tensor sharing it, a copy in flight).
+    std::vector<int64_t> keep;
     for (int64_t k : donated_) {
-      if (!engine::donatable(*buffers[k], 1)) keep.push_back(k);
+      if (arguments_[k].fixed || !engine::donatable(*buffers[k], 1)) keep.push_back(k);
     }
     engine::count_donations(donated_.size() - keep.size());
     std::vector<std::shared_ptr<pjrt::Buffer>> results =

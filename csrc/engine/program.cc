@@ -209,10 +209,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
       fingerprint_.add(int64_t{-3});
       fingerprint_.add(int64_t{s.current});
       // Donated: the storage's own old buffer, of the same element type (so of the same shape)
-      // as its new contents, held by nothing but the storage and this program.
+      // as its new contents, held by nothing but the storage and this program. A captured
+      // program's first run donates none: which of its arguments a replay binds afresh (inputs,
+      // persistent storages) and which it keeps (constants made in the capture) is known later.
       bool own = s.argument >= 0 && s.read_type == s.type &&
                  arguments_[s.argument] == s.storage->buffer();
-      bool now = own && donatable(arguments_[s.argument], 2);
+      bool now = launch == nullptr && own && donatable(arguments_[s.argument], 2);
       if (launch != nullptr ? own : now) {
         donated_.emplace_back(s.argument, static_cast<int>(written));
         fingerprint_.add(int64_t{-4});

@@ -421,3 +421,16 @@ def test_a_replay_donates_the_buffers_it_rewrites():
     assert torchtpu.metrics()["donated_buffers"] == before  # copied, not donated
     assert torch.equal(shared.cpu(), kept)
     torch.testing.assert_close(p_tpu.cpu(), p - 4 * (g * 0.1), rtol=1e-5, atol=1e-6)
+
+
+def test_a_constant_the_graph_makes_and_rewrites_is_not_donated_away():
+    """A tensor made inside the graph and written in place: every replay starts from its value."""
+    @torch.compile(backend="tpu")
+    def f(x):
+        c = torch.tensor([1.0, 2.0, 3.0], device="tpu")
+        c.mul_(2)
+        return x + c
+
+    x = torch.ones(3, device="tpu")
+    for _ in range(4):
+        assert f(x).cpu().tolist() == [3.0, 5.0, 7.0]
