@@ -137,7 +137,7 @@ def host_cost_table(softmax, calls, rounds):
         "jax.nn.softmax via jax_op": lambda: jnp_softmax(x),
         "Pallas softmax via jax_op": lambda: softmax.pallas_softmax(x, block_rows=8),
         # The op's tpu kernel alone (signature lookup, outputs, _C._call_module), without the
-        # torch.library.custom_op dispatch around it (autograd wrapper, redispatch, checks).
+        # dispatcher's call into it.
         "  its tpu kernel alone": lambda: softmax.pallas_softmax._impl_device([x], statics),
     }
     best = dict.fromkeys(candidates, float("inf"))

@@ -9,16 +9,19 @@ exports.
 
     y = gelu_tanh(torch.randn(8, device="tpu"))           # a torch.Tensor on tpu
 
-Each wrapped function is a `torch.library.custom_op` ("torchtpu::<name>") taking and returning
-tensors, with a fake implementation from `jax.eval_shape` (so Dynamo traces through it) and a
-backward from `jax.vjp` (itself such an op) unless one is given. On tpu tensors the function is
-exported once per input signature (shapes, dtypes, static arguments) for the plugin's platform, and
-the exported StableHLO becomes one op of torchtpu's own programs (its functions placed beside the
-program's, called by `func.call`): in Strict it is one cached executable, in DeferAndFuse it joins
-the pending program and fuses with the ops around it, and in a compiled graph it is part of the one
-captured program. Inputs and outputs stay device buffers: nothing is copied. On the CPU plugin a
-Pallas kernel runs in Pallas's interpret mode, chosen here; other plugins lower it themselves.
-On CPU tensors the function runs in JAX on the host (a reference).
+Each wrapped function is an op "torchtpu::<name>" taking and returning tensors, with a fake
+implementation from `jax.eval_shape` (so Dynamo traces through it) and a backward from `jax.vjp`
+(itself such an op) unless one is given. It is defined with `torch.library.Library`, its kernels
+registered per dispatch key, not with `torch.library.custom_op`, whose Python layers around the
+kernel cost several times the kernel per call; a call that wants no gradient skips the autograd
+kernel (Python too) and goes straight below autograd. On tpu tensors the function is exported once
+per input signature (shapes, dtypes, static arguments) for the plugin's platform, and the exported
+StableHLO becomes one op of torchtpu's own programs (its functions placed beside the program's,
+called by `func.call`): in Strict it is one cached executable, in DeferAndFuse it joins the pending
+program and fuses with the ops around it, and in a compiled graph it is part of the one captured
+program. Inputs and outputs stay device buffers: nothing is copied. On the CPU plugin a Pallas
+kernel runs in Pallas's interpret mode, chosen here; other plugins lower it themselves. On CPU
+tensors the function runs in JAX on the host (a reference).
 
 Static (non-tensor) arguments are keyword arguments named in `static_argnames`, Python literals
 (numbers, strings, booleans, None, tuples); each distinct set of values is exported once. A function
@@ -40,6 +43,7 @@ import torch
 from . import _C
 
 _SCHEMA = "(Tensor[] inputs, str statics) -> Tensor[]"
+_LIBRARY = torch.library.Library("torchtpu", "FRAGMENT")  # every JaxOp's definition and kernels
 _names = itertools.count()
 _lock = threading.Lock()
 
@@ -81,10 +85,12 @@ def _platform() -> str:
 
 class _Exported:
     """One export of a function for one signature: the entry point registered with the runtime,
-    which inputs the module kept, and its outputs' (dtype, shape) and tree."""
+    which inputs the module kept (None: all of them), and its outputs' (shape, dtype)."""
 
-    def __init__(self, entry, kept, outputs, out_tree):
-        self.entry, self.kept, self.outputs, self.out_tree = entry, kept, outputs, out_tree
+    __slots__ = ("entry", "kept", "outputs")
+
+    def __init__(self, entry, kept, outputs):
+        self.entry, self.kept, self.outputs = entry, kept, outputs
 
 
 def _functions(exported, fn_name: str) -> tuple[str, str]:
@@ -124,16 +130,19 @@ class JaxOp:
         self._vjp: JaxOp | None = None
         base = name or f"{getattr(fn, '__name__', 'fn').strip('<>')}_{next(_names)}"
         self.name = base
-        self.op = torch.library.custom_op(f"torchtpu::{base}", self._impl_host,
-                                          mutates_args=(), schema=_SCHEMA)
-        self.op.register_kernel("tpu")(self._impl_device)
-        self.op.register_fake(self._fake)
-        self.op.register_autograd(self._backward, setup_context=self._setup_context)
+        qualname = f"torchtpu::{base}"
+        _LIBRARY.define(base + _SCHEMA)
+        _LIBRARY.impl(base, self._impl_device, "PrivateUse1")
+        _LIBRARY.impl(base, self._impl_host, "CPU")
+        torch.library.register_fake(qualname, self._fake, lib=_LIBRARY)
+        torch.library.register_autograd(qualname, self._backward,
+                                        setup_context=self._setup_context, lib=_LIBRARY)
+        self.op = getattr(torch.ops.torchtpu, base).default
 
     # -- calling -----------------------------------------------------------------------------
 
     def __call__(self, *tensors, **static):
-        unknown = set(static) - set(self.static_argnames)
+        unknown = static and set(static) - set(self.static_argnames)
         if unknown:
             raise TypeError(f"torchtpu.kernels: {self.name}: {sorted(unknown)} are not static "
                             f"arguments (static_argnames={list(self.static_argnames)})")
@@ -143,7 +152,14 @@ class JaxOp:
                                 f"{type(t).__name__}; pass tensors positionally and static "
                                 "arguments by keyword (static_argnames)")
         key = repr(tuple(sorted(static.items()))) if static else ""
-        flat = self.op(list(tensors), key)
+        if torch.compiler.is_compiling() or (
+                torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+            flat = self.op(list(tensors), key)
+        else:
+            # Where no gradient is wanted, what the op's autograd kernel would do (dispatch below
+            # autograd) without that kernel's Python layers, which cost twice the tpu kernel.
+            with torch._C._AutoDispatchBelowAutograd():
+                flat = self.op(list(tensors), key)
         return flat[0] if self._single[key] else tuple(flat)
 
     def _bound(self, key: str):
@@ -164,11 +180,7 @@ class JaxOp:
 
     # -- export -------------------------------------------------------------------------------
 
-    def _export(self, tensors, key: str) -> _Exported:
-        signature = (key, tuple((t.dtype, tuple(t.shape)) for t in tensors))
-        found = self._exports.get(signature)
-        if found is not None:
-            return found
+    def _export(self, tensors, key: str, signature) -> _Exported:
         jax = _jax()
         args = [jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t.dtype, self.name))
                 for t in tensors]
@@ -185,20 +197,26 @@ class JaxOp:
                                    "only pure functions can be ops")
             entry, text = _functions(exported, self.name)
         _C._register_inlined_module(entry, text)
-        outputs = [(_torch_dtype(a.dtype), tuple(a.shape)) for a in exported.out_avals]
+        outputs = tuple((tuple(a.shape), _torch_dtype(a.dtype)) for a in exported.out_avals)
         self._note_structure(key, exported.out_tree.unflatten(list(exported.out_avals)))
-        found = _Exported(entry, sorted(exported.module_kept_var_idx), outputs, exported.out_tree)
+        kept = tuple(sorted(exported.module_kept_var_idx))
+        found = _Exported(entry, None if kept == tuple(range(len(tensors))) else kept, outputs)
         self._exports[signature] = found
         return found
 
     # -- implementations ----------------------------------------------------------------------
 
     def _impl_device(self, inputs, statics):
-        exported = self._export(inputs, statics)
+        # Per call only a dict lookup keyed by the signature, the outputs' allocation and the call:
+        # this is the op's whole host cost beside the dispatcher's.
+        signature = (statics, *[(t.dtype, t.shape) for t in inputs])  # torch.Size hashes as tuple
+        exported = self._exports.get(signature) or self._export(inputs, statics, signature)
         device = inputs[0].device if inputs else torch.device("tpu", torch.tpu.current_device())
         outputs = [torch.empty(shape, dtype=dtype, device=device)
-                   for dtype, shape in exported.outputs]
-        _C._call_module(exported.entry, [inputs[i] for i in exported.kept], outputs)
+                   for shape, dtype in exported.outputs]
+        kept = exported.kept
+        _C._call_module(exported.entry, inputs if kept is None else [inputs[i] for i in kept],
+                        outputs)
         return outputs
 
     def _impl_host(self, inputs, statics):

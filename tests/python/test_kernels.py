@@ -157,6 +157,26 @@ def test_a_given_backward_is_used():
     assert calls and torch.equal(x.grad.cpu(), torch.full((4,), 3.0))
 
 
+def test_without_gradients_it_still_goes_through_the_dispatcher():
+    """Calls that want no gradient skip the autograd kernel, not the dispatcher (modes still see
+    the op), and give outputs without a grad_fn."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x = _rand(4, 8).to("tpu").requires_grad_()
+    y = _rand(8, 3, seed=1).to("tpu")
+    with torch.no_grad(), Log():
+        got = tanh_matmul_softmax(x, y)
+    assert tanh_matmul_softmax.op in seen and not got.requires_grad
+    assert tanh_matmul_softmax(x, y).grad_fn is not None
+
+
 def test_opcheck():
     x, y = _rand(4, 8).requires_grad_(), _rand(8, 3, seed=1)
     torch.library.opcheck(tanh_matmul_softmax.op, ([x, y], ""))  # every check, on the CPU
