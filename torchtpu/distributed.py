@@ -406,7 +406,11 @@ class _Launcher:
                     inner, error = self._start(work, seq, exchange, launch), None
                 except Exception as e:  # noqa: BLE001  (raised by the Work's wait())
                     inner, error = None, e
-                work.launched(inner, error)
+                try:
+                    work.launched(inner, error)
+                except Exception:  # noqa: BLE001, S110
+                    # A callback's error is its future's: this thread goes on serving the group.
+                    pass
             if closing:
                 return
 
@@ -433,16 +437,16 @@ class _Launcher:
         if len(head) > _SIGNATURE_BYTES:
             head = json.dumps([what, f"crc {zlib.crc32(head)}"]).encode()
         size = self._gloo.size()
-        row = torch.zeros(_SIGNATURE_BYTES + 16 * size, dtype=torch.uint8)
-        row[:len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8)
-        if splits is not None:
-            row[_SIGNATURE_BYTES:].view(torch.int64).copy_(torch.tensor(splits[0] + splits[1]))
-        everyone = torch.empty(size, row.numel(), dtype=torch.uint8)
+        everyone = torch.empty(size, _SIGNATURE_BYTES + 16 * size, dtype=torch.uint8)
         try:
-            gathering = self._gloo._allgather_base(everyone.view(-1), row)
-        except RuntimeError as e:
-            error = e
-            gathering = None
+            row = torch.zeros(_SIGNATURE_BYTES + 16 * size, dtype=torch.uint8)
+            row[:len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8)
+            if splits is not None:
+                row[_SIGNATURE_BYTES:].view(torch.int64).copy_(
+                    torch.tensor(splits[0] + splits[1]))
+            gathering, error = self._gloo._allgather_base(everyone.view(-1), row), None
+        except Exception as e:  # noqa: BLE001  (raised by the Work's wait(), in read())
+            gathering, error = None, e
 
         def read() -> list:
             if gathering is None:
