@@ -381,16 +381,22 @@ class _Launcher:
     def __init__(self, gloo, rank: int):
         self._gloo = gloo
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._run, name=f"torchtpu-collectives-{rank}",
-                         daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=f"torchtpu-collectives-{rank}",
+                                        daemon=True)
+        self._thread.start()
 
     def put(self, work: _Work, seq: int, check: list, launch) -> None:
         """Runs `launch()` (the call into gloo) for `work`, collective #`seq` of the group, once
         every rank's `check` ([collective, signature, all_to_all splits]) agrees with this one."""
         self._calls.put((work, seq, check, launch))
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Ends the thread once the collectives issued so far are started, and waits for it: its
+        gloo group is then gone (one left to the interpreter's exit can abort the process while
+        the runtime below it is torn down)."""
         self._calls.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while True:
@@ -412,6 +418,7 @@ class _Launcher:
                     # A callback's error is its future's: this thread goes on serving the group.
                     pass
             if closing:
+                self._gloo = None  # destroyed here, on this thread, while everything is alive
                 return
 
     def _start(self, work: _Work, seq: int, exchange, launch):
@@ -505,7 +512,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         if _config.flag("TORCHTPU_DIST_CHECKS", True):
             self._launcher = _Launcher(dist.ProcessGroupGloo(
                 dist.PrefixStore("tpu-agree/", store), rank, size, timeout), rank)
-            weakref.finalize(self, self._launcher.close)
+            weakref.finalize(self, self._launcher.close, 2.0)
         # Who is who, for failures: each rank's host and pid (read once here, since the store
         # may live in the rank that dies).
         store.set(f"tpu-pid/{rank}", f"{socket.gethostname()}:{os.getpid()}")
