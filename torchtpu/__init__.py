@@ -64,8 +64,10 @@ if torch.distributed.is_available():  # the c10d backend "tpu" (torch.distribute
 def metrics() -> dict:
     """Counters of this process: executables compiled, cache hits/misses, compile seconds,
     deferred flushes, torch.compile graphs/captures/replays/eager runs, and the ops that fell
-    back to the CPU (with their call counts)."""
-    return {**_C._metrics(), **_compile.stats()}
+    back to the CPU (with their call counts), JAX functions exported (torchtpu.kernels)."""
+    from . import kernels
+
+    return {**_C._metrics(), **_compile.stats(), **kernels.stats()}
 
 
 def plugin() -> dict:

@@ -35,17 +35,25 @@ import ast
 import functools
 import hashlib
 import inspect
+import importlib.metadata
 import itertools
+import json
 import threading
 
 import torch
 
-from . import _C
+from . import _C, _fingerprint
 
 _SCHEMA = "(Tensor[] inputs, str statics) -> Tensor[]"
 _LIBRARY = torch.library.Library("torchtpu", "FRAGMENT")  # every JaxOp's definition and kernels
 _names = itertools.count()
 _lock = threading.Lock()
+_stats = {"kernel_exports": 0, "kernel_exports_from_disk": 0}
+
+
+def stats() -> dict:
+    """Exports JAX made in this process, and exports read from the disk cache instead."""
+    return dict(_stats)
 
 
 def _jax():
@@ -84,13 +92,28 @@ def _platform() -> str:
 
 
 class _Exported:
-    """One export of a function for one signature: the entry point registered with the runtime,
-    which inputs the module kept (None: all of them), and its outputs' (shape, dtype)."""
+    """One export of a function for one signature: the entry point registered with the runtime and
+    its functions' text, which inputs the module kept (None: all of them), its outputs' (shape,
+    dtype), and whether the function returns one array (not a tuple)."""
 
-    __slots__ = ("entry", "kept", "outputs")
+    __slots__ = ("entry", "text", "kept", "outputs", "single")
 
-    def __init__(self, entry, kept, outputs):
-        self.entry, self.kept, self.outputs = entry, kept, outputs
+    def __init__(self, entry, text, kept, outputs, single):
+        self.entry, self.text, self.kept = entry, text, kept
+        self.outputs, self.single = outputs, single
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"entry": self.entry, "text": self.text, "kept": self.kept,
+                           "single": self.single,
+                           "outputs": [[list(shape), str(dtype).removeprefix("torch.")]
+                                       for shape, dtype in self.outputs]}).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> _Exported:
+        d = json.loads(data)
+        kept = None if d["kept"] is None else tuple(d["kept"])
+        outputs = tuple((tuple(shape), getattr(torch, dtype)) for shape, dtype in d["outputs"])
+        return cls(d["entry"], d["text"], kept, outputs, bool(d["single"]))
 
 
 def _functions(exported, fn_name: str) -> tuple[str, str]:
@@ -128,6 +151,7 @@ class JaxOp:
         self._exports: dict[tuple, _Exported] = {}
         self._single: dict[str, bool] = {}  # by static arguments: whether fn returns one array
         self._vjp: JaxOp | None = None
+        self._digest: str | None | bool = False  # False: not computed yet; None: not persisted
         base = name or f"{getattr(fn, '__name__', 'fn').strip('<>')}_{next(_names)}"
         self.name = base
         qualname = f"torchtpu::{base}"
@@ -142,25 +166,37 @@ class JaxOp:
     # -- calling -----------------------------------------------------------------------------
 
     def __call__(self, *tensors, **static):
-        unknown = static and set(static) - set(self.static_argnames)
+        key = self._static_key(static) if static else ""
+        # is_compiling() first: Dynamo folds it and never traces the checks after it.
+        if (not torch.compiler.is_compiling() and _unobserved_tpu_call(tensors) and not (
+                torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+            # The tpu kernel the dispatcher would choose, without its trip into Python and back.
+            flat = self._impl_device(list(tensors), key)
+        else:
+            flat = self._dispatch(tensors, key)
+        return flat[0] if self._single[key] else tuple(flat)
+
+    def _static_key(self, static: dict) -> str:
+        unknown = set(static) - set(self.static_argnames)
         if unknown:
             raise TypeError(f"torchtpu.kernels: {self.name}: {sorted(unknown)} are not static "
                             f"arguments (static_argnames={list(self.static_argnames)})")
+        return repr(tuple(sorted(static.items())))
+
+    def _dispatch(self, tensors, key: str) -> list:
+        """The call through the dispatcher (autograd, modes, other devices)."""
         for i, t in enumerate(tensors):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"torchtpu.kernels: {self.name}: argument {i} is a "
                                 f"{type(t).__name__}; pass tensors positionally and static "
                                 "arguments by keyword (static_argnames)")
-        key = repr(tuple(sorted(static.items()))) if static else ""
         if torch.compiler.is_compiling() or (
                 torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
-            flat = self.op(list(tensors), key)
-        else:
-            # Where no gradient is wanted, what the op's autograd kernel would do (dispatch below
-            # autograd) without that kernel's Python layers, which cost twice the tpu kernel.
-            with torch._C._AutoDispatchBelowAutograd():
-                flat = self.op(list(tensors), key)
-        return flat[0] if self._single[key] else tuple(flat)
+            return self.op(list(tensors), key)
+        # Where no gradient is wanted, what the op's autograd kernel would do (dispatch below
+        # autograd) without that kernel's Python layers, which cost twice the tpu kernel.
+        with torch._C._AutoDispatchBelowAutograd():
+            return self.op(list(tensors), key)
 
     def _bound(self, key: str):
         """The function with the static arguments `key` stands for bound."""
@@ -174,20 +210,43 @@ class JaxOp:
         return functools.partial(self.fn, **static)
 
     def _note_structure(self, key: str, outs) -> None:
-        jax = _jax()
-        self._single[key] = not isinstance(outs, (tuple, list, dict)) and len(
-            jax.tree_util.tree_leaves(outs)) == 1
+        self._single[key] = _is_single(outs)
 
     # -- export -------------------------------------------------------------------------------
 
     def _export(self, tensors, key: str, signature) -> _Exported:
+        """The export for this signature: from the disk cache where a process exported it before,
+        otherwise JAX's, which then goes to the disk cache."""
+        found = self._from_disk(key, signature)
+        if found is None:
+            found = self._export_with_jax(tensors, key)
+            disk_key = self._disk_key(signature)
+            if disk_key:
+                _C._disk_cache_store(disk_key, found.to_bytes())
+            self._keep(key, signature, found)
+        return found
+
+    def _from_disk(self, key: str, signature) -> _Exported | None:
+        disk_key = self._disk_key(signature)
+        data = disk_key and _C._disk_cache_load(disk_key)
+        if not data:
+            return None
+        found = _Exported.from_bytes(data)
+        _stats["kernel_exports_from_disk"] += 1
+        self._keep(key, signature, found)
+        return found
+
+    def _keep(self, key: str, signature, found: _Exported) -> None:
+        _C._register_inlined_module(found.entry, found.text)
+        self._single[key] = found.single
+        self._exports[signature] = found
+
+    def _export_with_jax(self, tensors, key: str) -> _Exported:
         jax = _jax()
-        args = [jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t.dtype, self.name))
-                for t in tensors]
         with _lock, jax.enable_x64(True), _interpret_pallas(_platform()):
             try:
-                exported = jax.export.export(jax.jit(self._bound(key)),
-                                             platforms=[_platform()])(*args)
+                exported = jax.export.export(jax.jit(self._bound(key)), platforms=[_platform()])(
+                    *self._avals(tensors))
             except Exception as e:  # noqa: BLE001  (JAX's errors are of many types)
                 raise RuntimeError(f"torchtpu.kernels: cannot export {self.name} for "
                                    f"{_describe(tensors)}: {type(e).__name__}: {e}") from e
@@ -196,13 +255,31 @@ class JaxOp:
                                    f"({exported.ordered_effects + exported.unordered_effects}); "
                                    "only pure functions can be ops")
             entry, text = _functions(exported, self.name)
-        _C._register_inlined_module(entry, text)
+        _stats["kernel_exports"] += 1
         outputs = tuple((tuple(a.shape), _torch_dtype(a.dtype)) for a in exported.out_avals)
-        self._note_structure(key, exported.out_tree.unflatten(list(exported.out_avals)))
         kept = tuple(sorted(exported.module_kept_var_idx))
-        found = _Exported(entry, None if kept == tuple(range(len(tensors))) else kept, outputs)
-        self._exports[signature] = found
-        return found
+        return _Exported(entry, text, None if kept == tuple(range(len(tensors))) else kept,
+                         outputs, _is_single(exported.out_tree.unflatten(list(exported.out_avals))))
+
+    def _avals(self, tensors) -> list:
+        jax = _jax()
+        return [jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t.dtype, self.name))
+                for t in tensors]
+
+    def _disk_key(self, signature) -> str | None:
+        """The key of this signature's export in the disk cache: the function's digest (its code
+        and everything it reaches, see torchtpu._fingerprint), the signature, the platform and
+        JAX's version; None where the function cannot be digested (then it is exported afresh in
+        every process)."""
+        if self._digest is False:
+            self._digest = _fingerprint.digest(self)
+        if self._digest is None:
+            return None
+        return (f"torchtpu.kernels export\n{self._digest}\n{signature!r}\n{_platform()}\n"
+                f"{_jax_versions()}")
+
+    def __torchtpu_digest__(self):
+        return (self.fn, self.static_argnames)
 
     # -- implementations ----------------------------------------------------------------------
 
@@ -232,15 +309,24 @@ class JaxOp:
         return [torch.from_numpy(np.array(o)) for o in jax.tree_util.tree_leaves(outs)]
 
     def _fake(self, inputs, statics):
-        jax = _jax()
-        args = [jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t.dtype, self.name))
-                for t in inputs]
-        with jax.enable_x64(True), _interpret_pallas("cpu"):
-            outs = jax.eval_shape(self._bound(statics), *args)
-        self._note_structure(statics, outs)
         device = inputs[0].device if inputs else torch.device("tpu")
+        known = self._known_export(inputs, statics, device)
+        if known is not None:  # this process or an earlier one exported it: no JAX needed
+            return [torch.empty(shape, dtype=dtype, device=device)
+                    for shape, dtype in known.outputs]
+        jax = _jax()
+        with jax.enable_x64(True), _interpret_pallas("cpu"):
+            outs = jax.eval_shape(self._bound(statics), *self._avals(inputs))
+        self._note_structure(statics, outs)
         return [torch.empty(tuple(o.shape), dtype=_torch_dtype(o.dtype), device=device)
                 for o in jax.tree_util.tree_leaves(outs)]
+
+    def _known_export(self, inputs, statics, device) -> _Exported | None:
+        """The export for these (fake) inputs where one is at hand, in memory or on disk."""
+        if device.type != "tpu" or not all(isinstance(d, int) for t in inputs for d in t.shape):
+            return None  # symbolic sizes have no signature
+        signature = (statics, *[(t.dtype, t.shape) for t in inputs])
+        return self._exports.get(signature) or self._from_disk(statics, signature)
 
     # -- autograd -----------------------------------------------------------------------------
 
@@ -272,6 +358,30 @@ class JaxOp:
 
             self._vjp = JaxOp(vjp, name=f"{self.name}_vjp", static_argnames=("_key", "_inputs"))
         return self._vjp
+
+
+def _unobserved_tpu_call(tensors) -> bool:
+    """Whether a call needing no gradient may go straight to the tpu kernel: its inputs are plain
+    tpu tensors (no subclass, fake or functional tensor) and nothing would see the op on its way
+    through the dispatcher (a dispatch or function mode, a functorch transform, the profiler)."""
+    return (bool(tensors) and all(type(t) is torch.Tensor and t.device.type == "tpu"
+                                  for t in tensors)
+            and not torch._C._len_torch_dispatch_stack()
+            and not torch._C._is_torch_function_mode_enabled()
+            and not torch._C._are_functorch_transforms_active()
+            and not torch.autograd._profiler_enabled())
+
+
+def _is_single(outs) -> bool:
+    """Whether a function's result `outs` (arrays or their avals) is one array, not a tuple."""
+    return not isinstance(outs, (tuple, list, dict)) and len(
+        _jax().tree_util.tree_leaves(outs)) == 1
+
+
+@functools.lru_cache(maxsize=None)
+def _jax_versions() -> str:
+    """JAX's and jaxlib's versions, read without importing them."""
+    return " ".join(f"{name}=={importlib.metadata.version(name)}" for name in ("jax", "jaxlib"))
 
 
 def _vjp_of(jax, fn, primals, cts):

@@ -364,6 +364,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_prune_disk_cache", [](const std::string& directory, uint64_t max_bytes) {
     return engine::DiskCache(directory, max_bytes, "").prune();
   });
+  // Other records beside the executables in the disk cache (torchtpu.kernels' exports), under the
+  // same trust, integrity and eviction rules; their keys must not be program text. None where the
+  // cache is off or has no entry.
+  m.def("_disk_cache_load", [](const std::string& key) -> py::object {
+    auto disk = engine::Runtime::get().executables().disk_cache();
+    std::optional<std::string> bytes = disk ? disk->load(key) : std::nullopt;
+    return bytes ? py::object(py::bytes(*bytes)) : py::object(py::none());
+  });
+  m.def("_disk_cache_store", [](const std::string& key, const py::bytes& bytes) {
+    if (auto disk = engine::Runtime::get().executables().disk_cache()) {
+      disk->store(key, std::string(bytes));
+    }
+  });
   m.attr("_memory_cache_default_max_bytes") = engine::ExecutableCache::kDefaultMaxBytes;
   m.def("_clear_executable_cache", [] { engine::Runtime::get().executables().clear(); });
   // Compiles StableHLO text on the plugin (raises its error): for checking what it accepts.

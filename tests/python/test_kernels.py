@@ -274,3 +274,28 @@ def test_wrong_arguments_are_refused():
         scaled_logsumexp(torch.ones(2, device="tpu"), axis=0, scale=1.0, bogus=1)
     with pytest.raises(TypeError, match="wraps a function"):
         jax_op(3)
+
+
+def test_modes_and_the_profiler_see_the_op():
+    """A call needing no gradient goes straight to the tpu kernel only where nothing would see the
+    op in the dispatcher: a dispatch mode and the profiler still see it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    triple = jax_op(lambda x: x * 3, name="seen_by_modes")
+    x = torch.arange(4.0, device="tpu")
+    with Log() as log:
+        y = triple(x)
+    assert "torchtpu.seen_by_modes.default" in log.ops
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        triple(x)
+    assert any("seen_by_modes" in e.name for e in prof.events())
+    assert y.cpu().tolist() == triple(x).cpu().tolist() == [0.0, 3.0, 6.0, 9.0]

@@ -5,6 +5,7 @@ fresh interpreter (the PJRT plugin and JAX's backends are chosen once per proces
 import json
 
 import pytest
+import torch
 from conftest import run_python
 
 pytest.importorskip("jax")
@@ -81,3 +82,59 @@ def test_tpu_calls_leave_jax_without_a_backend():
     """)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# A kernel module of the user's own; SCALE and the helper decide what it computes.
+_KERNEL_MODULE = """
+def helper(x):
+    return x * SCALE
+
+
+def scaled_tanh(x):
+    import jax.numpy as jnp  # imported in the call, so a process that never traces never imports
+    return helper(jnp.tanh(x))
+"""
+
+_WARM = """
+import json, sys
+import torch, torchtpu
+sys.path.insert(0, {folder!r})
+import user_kernels
+from torchtpu.kernels import jax_op
+
+op = jax_op(user_kernels.scaled_tanh, name="scaled_tanh")
+x = torch.linspace(-2, 2, 12).reshape(3, 4)
+eager = op(x.to("tpu")).cpu()
+compiled = torch.compile(lambda t: op(t) + 1, backend="tpu")(x.to("tpu")).cpu()
+m = torchtpu.metrics()
+print(json.dumps({{"eager": eager.tolist(), "compiled": compiled.tolist(),
+                  "jax_imported": "jax" in sys.modules, "exports": m["kernel_exports"],
+                  "from_disk": m["kernel_exports_from_disk"]}}))
+"""
+
+
+def test_a_warm_process_reuses_exports_without_jax(tmp_path):
+    """Exports go to the disk cache: a second process runs the op (eagerly and in a compiled
+    graph, whose fake implementation needs the output shapes) without importing JAX, with the
+    same values; changing what the function reaches (a global of its module) exports afresh."""
+    cache, folder = tmp_path / "cache", tmp_path / "code"
+    folder.mkdir()
+    (folder / "user_kernels.py").write_text("SCALE = 2\n" + _KERNEL_MODULE)
+
+    def run():
+        result = run_python(_WARM.format(folder=str(folder)), TORCHTPU_CACHE_DIR=str(cache),
+                            PYTHONDONTWRITEBYTECODE="1")  # the source changes below
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    cold, warm = run(), run()
+    assert cold["jax_imported"] and cold["exports"] == 1 and cold["from_disk"] == 0
+    assert not warm["jax_imported"] and warm["exports"] == 0 and warm["from_disk"] >= 1
+    assert warm["eager"] == cold["eager"] and warm["compiled"] == cold["compiled"]
+    x = torch.linspace(-2, 2, 12).reshape(3, 4)
+    assert torch.allclose(torch.tensor(cold["eager"]), torch.tanh(x) * 2, atol=1e-6)
+
+    (folder / "user_kernels.py").write_text("SCALE = 3\n" + _KERNEL_MODULE)
+    changed = run()
+    assert changed["exports"] == 1 and changed["from_disk"] == 0
+    assert torch.allclose(torch.tensor(changed["eager"]), torch.tanh(x) * 3, atol=1e-6)
