@@ -152,6 +152,7 @@ class JaxOp:
         self._single: dict[str, bool] = {}  # by static arguments: whether fn returns one array
         self._vjp: JaxOp | None = None
         self._digest: str | None | bool = False  # False: not computed yet; None: not persisted
+        self._calls = _C._KernelCalls()  # the exports by signature, for calls from C++
         base = name or f"{getattr(fn, '__name__', 'fn').strip('<>')}_{next(_names)}"
         self.name = base
         qualname = f"torchtpu::{base}"
@@ -167,13 +168,13 @@ class JaxOp:
 
     def __call__(self, *tensors, **static):
         key = self._static_key(static) if static else ""
-        # is_compiling() first: Dynamo folds it and never traces the checks after it.
-        if (not torch.compiler.is_compiling() and _unobserved_tpu_call(tensors) and not (
-                torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
-            # The tpu kernel the dispatcher would choose, without its trip into Python and back.
-            flat = self._impl_device(list(tensors), key)
-        else:
-            flat = self._dispatch(tensors, key)
+        if not torch.compiler.is_compiling():  # (Dynamo folds this and traces the op itself)
+            # Plain tpu tensors, no gradient wanted, nothing observing the dispatcher, a signature
+            # exported before: the tpu kernel's work, in C++. None otherwise.
+            result = self._calls.call(tensors, key)
+            if result is not None:
+                return result
+        flat = self._dispatch(tensors, key)
         return flat[0] if self._single[key] else tuple(flat)
 
     def _static_key(self, static: dict) -> str:
@@ -240,6 +241,10 @@ class JaxOp:
         _C._register_inlined_module(found.entry, found.text)
         self._single[key] = found.single
         self._exports[signature] = found
+        inputs = [(dtype, list(shape)) for dtype, shape in signature[1:]]
+        kept = range(len(inputs)) if found.kept is None else found.kept
+        self._calls.add(key, inputs, found.entry, list(kept),
+                        [(list(shape), dtype) for shape, dtype in found.outputs], found.single)
 
     def _export_with_jax(self, tensors, key: str) -> _Exported:
         jax = _jax()
@@ -358,18 +363,6 @@ class JaxOp:
 
             self._vjp = JaxOp(vjp, name=f"{self.name}_vjp", static_argnames=("_key", "_inputs"))
         return self._vjp
-
-
-def _unobserved_tpu_call(tensors) -> bool:
-    """Whether a call needing no gradient may go straight to the tpu kernel: its inputs are plain
-    tpu tensors (no subclass, fake or functional tensor) and nothing would see the op on its way
-    through the dispatcher (a dispatch or function mode, a functorch transform, the profiler)."""
-    return (bool(tensors) and all(type(t) is torch.Tensor and t.device.type == "tpu"
-                                  for t in tensors)
-            and not torch._C._len_torch_dispatch_stack()
-            and not torch._C._is_torch_function_mode_enabled()
-            and not torch._C._are_functorch_transforms_active()
-            and not torch.autograd._profiler_enabled())
 
 
 def _is_single(outs) -> bool:

@@ -13,6 +13,7 @@
 #include "engine/storage.h"
 #include "lowering/inline_module.h"
 #include "pjrt/device_description.h"
+#include "python/kernel_calls.h"
 
 namespace py = pybind11;
 using namespace torchtpu;
@@ -342,6 +343,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
   m.def("_set_index_checks", &aten::set_index_checks);
   m.def("_register_inlined_module", &lowering::register_inlined_module);
+  python::bind_kernel_calls(m);
   m.def("_call_module", [](const std::string& entry, const std::vector<at::Tensor>& inputs,
                            const std::vector<at::Tensor>& outputs) {
     without_gil([&] { aten::call_module(entry, inputs, outputs); });

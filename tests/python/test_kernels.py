@@ -299,3 +299,43 @@ def test_modes_and_the_profiler_see_the_op():
         triple(x)
     assert any("seen_by_modes" in e.name for e in prof.events())
     assert y.cpu().tolist() == triple(x).cpu().tolist() == [0.0, 3.0, 6.0, 9.0]
+
+
+def test_plain_calls_skip_the_python_kernel_and_keep_their_values(monkeypatch):
+    """After the first call of a signature, a call with plain tpu tensors needing no gradient runs
+    from C++ (the Python kernel, which calls _C._call_module, is not entered); an input the module
+    drops, a Parameter, no_grad, a new signature and a tuple result all keep PyTorch's values."""
+    first_and_sum = jax_op(lambda x, unused: (x * 2, jnp.sum(x)), name="first_and_sum")
+    x, unused = torch.arange(6.0).reshape(2, 3), torch.ones(4)
+    expected = (x * 2, x.sum())
+    first = first_and_sum(x.to("tpu"), unused.to("tpu"))
+    entered = []
+    original = torchtpu._C._call_module
+    monkeypatch.setattr(torchtpu._C, "_call_module", lambda *a: entered.append(a) or original(*a))
+    again = first_and_sum(x.to("tpu"), unused.to("tpu"))
+    assert entered == []
+    weight = torch.nn.Parameter(x.to("tpu"))
+    with torch.no_grad():
+        from_parameter = first_and_sum(weight, unused.to("tpu"))
+    assert entered == []
+    grown = first_and_sum(torch.ones(3, 3, device="tpu"), unused.to("tpu"))  # a new signature
+    assert len(entered) == 1
+    with_grad = first_and_sum(weight, unused.to("tpu"))  # through autograd
+    assert len(entered) == 2 and with_grad[0].requires_grad
+    for result in (first, again, from_parameter, with_grad):
+        assert isinstance(result, tuple) and len(result) == 2
+        torch.testing.assert_close(result[0].detach().cpu(), expected[0])
+        torch.testing.assert_close(result[1].detach().cpu(), expected[1])
+    torch.testing.assert_close(grown[1].cpu(), torch.tensor(9.0))
+
+
+def test_vmap_goes_through_the_dispatcher():
+    """Under torch.vmap a call is not a plain one: it goes to the dispatcher, which has no batching
+    rule for the op and says so, as for any op without one (never a result computed on the
+    batched tensor as if it were plain)."""
+    double = jax_op(lambda x: x * 2 + 1, name="double_under_vmap")
+    x = torch.arange(12.0).reshape(4, 3)
+    double(x[0].to("tpu"))  # the per-sample signature, exported
+    double(x.to("tpu"))  # and the batch's
+    with pytest.raises(RuntimeError, match="Batching rule not implemented for torchtpu::double"):
+        torch.vmap(double)(x.to("tpu"))
