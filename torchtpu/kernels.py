@@ -153,6 +153,7 @@ class JaxOp:
         self._vjp: JaxOp | None = None
         self._digest: str | None | bool = False  # False: not computed yet; None: not persisted
         self._calls = _C._KernelCalls()  # the exports by signature, for calls from C++
+        self._static_keys: dict[tuple, str] = {}
         base = name or f"{getattr(fn, '__name__', 'fn').strip('<>')}_{next(_names)}"
         self.name = base
         qualname = f"torchtpu::{base}"
@@ -178,11 +179,22 @@ class JaxOp:
         return flat[0] if self._single[key] else tuple(flat)
 
     def _static_key(self, static: dict) -> str:
+        """The static arguments as the op's string argument (remembered per set of values)."""
+        items = tuple(static.items())
+        try:
+            return self._static_keys[items]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value: checked and refused below
+            items = None
         unknown = set(static) - set(self.static_argnames)
         if unknown:
             raise TypeError(f"torchtpu.kernels: {self.name}: {sorted(unknown)} are not static "
                             f"arguments (static_argnames={list(self.static_argnames)})")
-        return repr(tuple(sorted(static.items())))
+        key = repr(tuple(sorted(static.items())))
+        if items is not None:
+            self._static_keys[items] = key
+        return key
 
     def _dispatch(self, tensors, key: str) -> list:
         """The call through the dispatcher (autograd, modes, other devices)."""
