@@ -50,6 +50,7 @@ bench: build
 	$(PY) benchmarks/collectives.py
 	$(PY) benchmarks/ddp_step.py
 	$(PY) benchmarks/kernels.py
+	$(PY) benchmarks/program_text.py
 	$(PY) benchmarks/train_mfu.py
 
 clean:
