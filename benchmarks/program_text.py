@@ -4,18 +4,20 @@ text? Runs, on the same PJRT plugin (JAX given a second client of torchtpu's plu
 - torchtpu: `jax.nn.softmax` through `torchtpu.kernels.jax_op`, Strict, launch and wait;
 - the same program's StableHLO text (taken from a compiled graph's debug dump), compiled and run
   by JAX's client of the plugin;
-- that text with the program's flat storage parameter and result replaced by the tensor's 2-D
-  shape (no reshapes around the module);
-- `jax.jit` of the same function.
+- `jax.jit` of the same function;
 
-Not a test: prints the medians of --calls calls for --rounds rounds, side by side.
+once with the programs' parameters in the tensors' shapes (the default where the plugin binds
+arguments by their bytes) and once as flat storage buffers reshaped inside the program
+(TORCHTPU_SHAPED_PARAMETERS=0), each in a process of its own. Not a test: prints the medians of
+--calls calls for --rounds rounds, side by side.
 """
 
 import argparse
 import glob
 import os
-import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -30,11 +32,19 @@ def median_ms(fn, calls):
 
 
 def main():
+    if "--child" not in sys.argv:  # each setting in a process of its own (chosen at start-up)
+        for setting in ("1", "0"):
+            env = dict(os.environ, TORCHTPU_SHAPED_PARAMETERS=setting)
+            print(f"TORCHTPU_SHAPED_PARAMETERS={setting}", flush=True)
+            subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env,
+                           check=True)
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--cols", type=int, default=512)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     dump = tempfile.mkdtemp(prefix="torchtpu-program-text-")
     os.environ.update(TORCHTPU_COMPILE_DEBUG="1", TORCHTPU_COMPILE_DEBUG_DIR=dump)
@@ -58,23 +68,17 @@ def main():
     op = kernels.jax_op(softmax, name="program_text_softmax")
     x = torch.randn(args.rows, args.cols).to("tpu")
     torch.compile(op, backend="tpu")(x).cpu()  # its program's text goes to the dump folder
-    flat_text = open(sorted(glob.glob(os.path.join(dump, "*.stablehlo.mlir")))[-1]).read()
-    n, shape = args.rows * args.cols, f"{args.rows}x{args.cols}"
-    flat, full = f"tensor<{n}xf32>", f"tensor<{shape}xf32>"
-    if flat_text.count(f'"stablehlo.reshape"') != 2:
-        raise SystemExit(f"unexpected program text:\n{flat_text}")
-    shaped_text = flat_text.replace(f"%arg0: {flat}) -> ({flat})", f"%arg0: {full}) -> ({full})")
-    shaped_text = re.sub(r'\s*%0 = "stablehlo.reshape"\(%arg0\).*', "", shaped_text)
-    shaped_text = re.sub(r'\s*%2 = "stablehlo.reshape"\(%1\).*', "", shaped_text)
-    shaped_text = shaped_text.replace('"func.call"(%0)', '"func.call"(%arg0)').replace(
-        f'"func.return"(%2) : ({flat})', f'"func.return"(%1) : ({full})')
-
+    text = open(sorted(glob.glob(os.path.join(dump, "*.stablehlo.mlir")))[-1]).read()
+    shape = f"{args.rows}x{args.cols}"
+    signature = text[text.index("@main"):text.index("{", text.index("@main"))]
     client, devices = device.client, xla_client.DeviceList((device,))
     options = xla_client.CompileOptions()
-    flat_exe = client.compile_and_load(flat_text, devices, options)
-    shaped_exe = client.compile_and_load(shaped_text, devices, options)
+    text_exe = client.compile_and_load(text, devices, options)
     host = x.cpu().numpy()
-    x_flat, x_shaped = jax.device_put(host.reshape(-1), device), jax.device_put(host, device)
+    flat_parameter = f"{args.rows * args.cols}xf32>" in signature.split("->")[0]
+    x_text = jax.device_put(host.reshape(-1) if flat_parameter else host, device)
+    x_shaped = jax.device_put(host, device)
+    x_flat = jax.device_put(host.reshape(-1), device)
     jitted = jax.jit(softmax)
 
     def run(exe, arg):
@@ -83,14 +87,14 @@ def main():
 
     ways = {
         "torchtpu Strict": lambda: (op(x), torch.tpu.synchronize()),
-        "its text via JAX": lambda: run(flat_exe, x_flat),
-        "2-D text via JAX": lambda: run(shaped_exe, x_shaped),
+        "its text via JAX": lambda: run(text_exe, x_text),
+        "flat buffer": lambda: run(text_exe, x_flat),
         "jax.jit": lambda: jitted(x_shaped).block_until_ready(),
     }
     for fn in ways.values():
         fn()
     print(f"softmax {shape} float32 on {torch.tpu.get_device_name()}, ms per call (median of "
-          f"{args.calls}), all on the same plugin:")
+          f"{args.calls}), all on the same plugin; torchtpu's program: {signature}")
     print("".join(f"{name:>20}" for name in ways))
     for _ in range(args.rounds):
         print("".join(f"{median_ms(fn, args.calls):20.3f}" for fn in ways.values()))
