@@ -1,0 +1,121 @@
+"""Warm start of torch.compile(backend="tpu"): a second process with the same cache folder loads
+AOTAutograd's results from PyTorch's AOTAutograd cache instead of making them again."""
+
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+
+from conftest import run_python
+
+# One training step: the model's loss compiled (one Dynamo graph: a forward and a backward graph),
+# the optimizer step eager. WIDTH and ACTIVATION change the model's shapes and code.
+PROGRAM = """
+import hashlib, json, os
+import torch, torchtpu
+from torch._dynamo.utils import counters
+
+width, activation = int(os.environ["WIDTH"]), getattr(torch, os.environ["ACTIVATION"])
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.Linear(width, 4)).to("tpu")
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+@torch.compile(backend="tpu")
+def loss_of(x, y):
+    return torch.nn.functional.mse_loss(model[1](activation(model[0](x))), y)
+
+x, y = torch.randn(16, 8).to("tpu"), torch.randn(16, 4).to("tpu")
+loss = loss_of(x, y)
+loss.backward()
+optimizer.step()
+values = torch.cat([loss.detach().cpu().reshape(1)]
+                   + [p.detach().cpu().flatten() for p in model.parameters()])
+print(json.dumps({"digest": hashlib.sha256(values.numpy().tobytes()).hexdigest(),
+                  "aot": dict(counters["aot_autograd"]), "tpu": torchtpu._compile.stats(),
+                  "compiled": torchtpu.metrics()["executables_compiled"]}))
+"""
+
+
+def run(cache, width=16, activation="relu", **env):
+    r = run_python(PROGRAM, TORCHTPU_CACHE_DIR=str(cache), WIDTH=str(width),
+                   ACTIVATION=activation, **env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+
+
+def entries(cache):
+    folder = os.path.join(cache, "aotautograd")
+    return sorted(os.path.join(folder, key, name) for key in os.listdir(folder)
+                  for name in os.listdir(os.path.join(folder, key)))
+
+
+@pytest.fixture(scope="module")
+def cold_and_warm(tmp_path_factory):
+    """The cache folder after two processes, and what each printed."""
+    cache = tmp_path_factory.mktemp("cache")
+    cold, _ = run(cache)
+    warm, _ = run(cache)
+    return cache, cold, warm
+
+
+@pytest.fixture
+def saved(cold_and_warm, tmp_path):
+    """A copy of that folder, for a test to damage."""
+    shutil.copytree(cold_and_warm[0], tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_warm_process_skips_aot_autograd_with_the_same_results(cold_and_warm):
+    _, cold, warm = cold_and_warm
+    assert cold["aot"].get("autograd_cache_miss") == 1
+    assert cold["aot"].get("autograd_cache_saved") == 1
+    assert cold["tpu"]["compiled_graphs_loaded"] == 0
+    assert warm["aot"].get("autograd_cache_hit") == 1
+    assert "autograd_cache_miss" not in warm["aot"]
+    assert warm["tpu"]["compiled_graphs_loaded"] == warm["tpu"]["compiled_graphs"] == 2
+    assert warm["compiled"] == 0  # the programs come from the executable cache
+    assert warm["digest"] == cold["digest"]  # bitwise: the loss and the parameters after the step
+
+
+@pytest.mark.parametrize("change", [{"width": 24}, {"activation": "tanh"}])
+def test_changed_model_does_not_reuse_a_saved_result(saved, cold_and_warm, change):
+    changed, _ = run(saved, **change)
+    assert changed["aot"].get("autograd_cache_miss") == 1
+    assert "autograd_cache_hit" not in changed["aot"]
+    assert changed["tpu"]["compiled_graphs_loaded"] == 0
+    assert changed["digest"] != cold_and_warm[1]["digest"]
+
+
+def test_unreadable_entry_is_compiled_again(saved, cold_and_warm):
+    (path,) = entries(saved)
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+    again, _ = run(saved)
+    assert "autograd_cache_hit" not in again["aot"]
+    assert again["tpu"]["compiled_graphs_loaded"] == 0
+    assert again["digest"] == cold_and_warm[1]["digest"]
+
+
+def test_graph_not_matching_its_checksum_is_not_used(saved, cold_and_warm):
+    """An entry that unpickles, whose forward graph's bytes were changed."""
+    (path,) = entries(saved)
+    entry = pickle.loads(open(path, "rb").read())
+    output = entry.compiled_fw.result
+    at = output.graph.index(b"addmm")
+    output.graph = output.graph[:at] + b"ADDMM" + output.graph[at + 5:]
+    with open(path, "wb") as f:
+        f.write(pickle.dumps(entry))
+    again, _ = run(saved)
+    assert "autograd_cache_hit" not in again["aot"]
+    assert again["aot"].get("autograd_cache_bypass") == 1
+    assert again["digest"] == cold_and_warm[1]["digest"]
+
+
+def test_nothing_is_saved_with_the_cache_off(tmp_path):
+    out, _ = run(tmp_path, TORCHTPU_CACHE="0")
+    assert not os.path.exists(os.path.join(tmp_path, "aotautograd"))
+    assert not {"autograd_cache_miss", "autograd_cache_saved"} & set(out["aot"])
+    assert out["tpu"]["compiled_graphs"] == 2
