@@ -32,6 +32,8 @@ import dataclasses
 import functools
 import hashlib
 import os
+import stat
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -66,9 +68,34 @@ def identity() -> str:
 
 
 def directory() -> str | None:
-    """Where the AOTAutograd entries of the "tpu" backend live; None when the cache is off."""
+    """Where the AOTAutograd entries of the "tpu" backend live, created if need be; None when the
+    cache is off or the folder is not private (see private_folder)."""
     folder = _compile_cache.directory()
-    return os.path.join(folder, _compile_cache.AUTOGRAD_SUBDIRECTORY) if folder else None
+    if folder is None:
+        return None
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    folder = os.path.join(folder, _compile_cache.AUTOGRAD_SUBDIRECTORY)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder if private_folder(folder) else None
+
+
+def private_folder(folder: str) -> bool:
+    """Whether `folder` and the cache folder above it are directories (not symlinks) of this
+    user that no one else can write: an entry is a pickle, loading it runs code (the README's
+    trust model). Warns once when not."""
+    for path in (os.path.dirname(folder), folder):
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            _warn_once(f"torchtpu: {path} is not a private folder of this user (a directory it "
+                       "owns that no one else can write); torch.compile's AOTAutograd results "
+                       "are neither loaded from it nor saved there")
+            return False
+    return True
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
 
 
 @contextlib.contextmanager
@@ -78,7 +105,6 @@ def cached_compile(folder: str):
     at the first backward call) so that the whole entry is made and saved inside the context."""
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
 
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     tag = torch.compiler.config.cache_key_tag
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch._functorch.config.patch(

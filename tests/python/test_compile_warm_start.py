@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+import torchtpu._autograd_cache
 from conftest import run_python
 
 # One training step: the model's loss compiled (one Dynamo graph: a forward and a backward graph),
@@ -114,8 +115,19 @@ def test_graph_not_matching_its_checksum_is_not_used(saved, cold_and_warm):
     assert again["digest"] == cold_and_warm[1]["digest"]
 
 
-def test_nothing_is_saved_with_the_cache_off(tmp_path):
-    out, _ = run(tmp_path, TORCHTPU_CACHE="0")
-    assert not os.path.exists(os.path.join(tmp_path, "aotautograd"))
-    assert not {"autograd_cache_miss", "autograd_cache_saved"} & set(out["aot"])
-    assert out["tpu"]["compiled_graphs"] == 2
+def test_nothing_is_saved_with_the_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHTPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCHTPU_CACHE", "0")
+    assert torchtpu._autograd_cache.directory() is None
+    assert os.listdir(tmp_path) == []
+
+
+def test_folder_others_can_write_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHTPU_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "aotautograd"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o777)
+    with pytest.warns(UserWarning, match="is not a private folder of this user"):
+        assert torchtpu._autograd_cache.directory() is None
+    folder.chmod(0o700)
+    assert torchtpu._autograd_cache.directory() == str(folder)
