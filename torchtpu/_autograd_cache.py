@@ -4,10 +4,10 @@ The forward and backward compilers of the "tpu" backend return a `GraphOutputCod
 `OutputCode` (torch/_inductor/output_code.py) that PyTorch's AOTAutogradCache
 (torch/_functorch/_aot_autograd/autograd_cache.py) can store in its bundled form: the whole
 AOTAutograd result (runtime metadata and wrappers, and each graph as torch.fx's GraphPickler
-writes it) pickled into one file. A later process that compiles the same Dynamo graph finds it there and skips AOTAutograd
-(functionalization, joint tracing, partitioning, decompositions): `post_compile` rebuilds the
-`_Graph` from the saved graph, whose first call captures its program, itself found in torchtpu's
-persistent executable cache.
+writes it) pickled into one file. A later process that compiles the same Dynamo graph finds it
+there and skips AOTAutograd (functionalization, joint tracing, partitioning, decompositions):
+`post_compile` rebuilds the `_Graph` from the saved graph, whose first call captures its program,
+itself found in torchtpu's persistent executable cache.
 
 The entries live in `<torchtpu cache directory>/aotautograd` (none when TORCHTPU_CACHE=0). Their key
 is PyTorch's (the Dynamo graph, its inputs' metadata, the AOTAutograd and functorch configuration,
@@ -69,14 +69,19 @@ def identity() -> str:
 
 def directory() -> str | None:
     """Where the AOTAutograd entries of the "tpu" backend live, created if need be; None when the
-    cache is off or the folder is not private (see private_folder)."""
+    cache is off, or the folder cannot be made or is not private (see private_folder)."""
     folder = _compile_cache.directory()
     if folder is None:
         return None
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    folder = os.path.join(folder, _compile_cache.AUTOGRAD_SUBDIRECTORY)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return folder if private_folder(folder) else None
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)  # as torchtpu's executable cache makes it
+        folder = os.path.join(folder, _compile_cache.AUTOGRAD_SUBDIRECTORY)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        return folder if private_folder(folder) else None
+    except OSError as e:
+        _warn_once(f"torchtpu: cannot use {folder} ({e}); torch.compile's AOTAutograd results "
+                   "are neither loaded from it nor saved there")
+        return None
 
 
 def private_folder(folder: str) -> bool:

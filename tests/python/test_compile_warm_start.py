@@ -131,3 +131,10 @@ def test_folder_others_can_write_is_not_used(tmp_path, monkeypatch):
         assert torchtpu._autograd_cache.directory() is None
     folder.chmod(0o700)
     assert torchtpu._autograd_cache.directory() == str(folder)
+
+
+def test_folder_that_cannot_be_made_is_not_used(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("TORCHTPU_CACHE_DIR", str(tmp_path / "file"))
+    with pytest.warns(UserWarning, match="cannot use"):
+        assert torchtpu._autograd_cache.directory() is None
