@@ -23,6 +23,10 @@ the lookup and the saving off.
 Dynamo's own work (tracing the bytecode, building guards) still runs in a warm process: torch
 2.13's caching precompile (torch._dynamo.config.caching_precompile) drops identity guards and
 cannot save a graph holding static-address parameters (a compiled optimizer step); see the README.
+A graph without breaks can skip Dynamo too through torch's explicit API,
+`torch.compile(fn, fullgraph=True, backend="tpu").aot_compile(...)`, `save_compiled_function` and
+`torch.compiler.load_compiled_function`, which saves these same outputs; `post_compile` then also
+checks that the loading process has the torchtpu and plugin that compiled them.
 """
 
 from __future__ import annotations
@@ -143,6 +147,7 @@ class GraphOutputCode(OutputCode):
     kind: str = ""
     graph: bytes | None = None  # the GraphModule, as torch.fx's GraphPickler writes it
     checksum: str = ""
+    made_by: str = ""  # identity() of the process that compiled it
     scalars_move: bool = True
     runner: Callable[[list], list] | None = None
 
@@ -162,7 +167,7 @@ class GraphOutputCode(OutputCode):
         except Exception:  # noqa: BLE001  (whatever cannot be pickled: the graph is not saved)
             return cls(kind=kind, runner=runner)
         return cls(kind=kind, graph=graph, checksum=hashlib.sha256(graph).hexdigest(),
-                   scalars_move=scalars_move, runner=runner)
+                   made_by=identity(), scalars_move=scalars_move, runner=runner)
 
     def __call__(self, inputs: list) -> list:
         return self.runner(inputs)
@@ -179,7 +184,10 @@ class GraphOutputCode(OutputCode):
         if self.runner is not None:
             return
         if hashlib.sha256(self.graph).hexdigest() != self.checksum:
-            raise RuntimeError(f"torchtpu: a cached {self.kind} graph is corrupted")
+            raise RuntimeError(f"torchtpu: a saved {self.kind} graph is corrupted")
+        if self.made_by != identity():  # reached through torch.compiler.load_compiled_function
+            raise RuntimeError(f"torchtpu: a saved {self.kind} graph was compiled by another "
+                               f"torchtpu or plugin ({self.made_by}; this is {identity()})")
         from torch._subclasses import FakeTensorMode
         from torch.fx._graph_pickler import GraphPickler
 
