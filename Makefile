@@ -45,6 +45,7 @@ bench: build
 	$(PY) benchmarks/eager_step.py
 	$(PY) benchmarks/eager_modes.py
 	$(PY) benchmarks/compile.py
+	$(PY) benchmarks/warm_start.py
 	$(PY) benchmarks/index_checks.py
 	$(PY) benchmarks/amp.py
 	$(PY) benchmarks/collectives.py

@@ -9,10 +9,8 @@
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 
@@ -21,32 +19,7 @@ import torchtpu
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from eager_step import step_times
-
-FIRST_STEP = f"""
-import sys, time
-sys.path.insert(0, {os.path.join(HERE, "..", "examples")!r})
-import torch, torchtpu
-from train_gpt import GPT, batches, load_text, training_step
-data, vocab = load_text()
-torch.manual_seed(0)
-model = GPT(vocab, 64).to("tpu")
-step = training_step(model, "tpu", compile=True)
-x, y = next(batches(data, 64, 16, 0))
-step(x.to("tpu"), y.to("tpu")).item()
-m = torchtpu.metrics()
-print("compiled", m["executables_compiled"], "loaded", m["executables_loaded_from_disk"])
-"""
-
-
-def start_to_first_step(cache_dir):
-    env = dict(os.environ, TORCHTPU_CACHE_DIR=cache_dir)
-    start = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", FIRST_STEP], env=env, capture_output=True,
-                       text=True, timeout=1800, check=False)
-    elapsed = time.perf_counter() - start
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr[-2000:])
-    return elapsed, r.stdout.strip().splitlines()[-1]
+from warm_start import run as start_to_first_step
 
 
 def main():
@@ -76,11 +49,13 @@ def main():
     print(f"  compiled graphs {m['compiled_graphs']}, replays {m['compiled_replays']}, "
           f"eager runs {m['compiled_eager_runs']}")
     with tempfile.TemporaryDirectory(prefix="torchtpu-bench-cache-") as cache:
-        cold, cold_counts = start_to_first_step(cache)
-        warm, warm_counts = start_to_first_step(cache)
-    print("(2) process start to the end of the first compiled training step")
-    print(f"  cold cache {cold:7.2f} s   ({cold_counts})")
-    print(f"  warm cache {warm:7.2f} s   ({warm_counts})")
+        cold, cold_out = start_to_first_step(cache)
+        warm, warm_out = start_to_first_step(cache)
+    print("(2) process start to the end of the first compiled training step "
+          "(benchmarks/warm_start.py details it)")
+    for name, seconds, out in (("cold", cold, cold_out), ("warm", warm, warm_out)):
+        print(f"  {name} cache {seconds:7.2f} s   (executables compiled {out['compiled']}, "
+              f"loaded {out['loaded']})")
     print(f"  warm / cold {warm / cold:.2f}")
 
 

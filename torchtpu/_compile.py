@@ -18,12 +18,17 @@ they cannot be inside a device program. Each run of compute nodes between them i
 own, captured and replayed as above; the collectives run eagerly between those, in the graph's
 order.
 
+With the persistent cache on, AOTAutograd's result for each Dynamo graph (its forward and
+backward graphs and runtime metadata) is saved too, through PyTorch's AOTAutograd cache: a later
+process compiling the same graph skips AOTAutograd (see _autograd_cache).
+
 TORCHTPU_COMPILE_DEBUG=1 writes each graph's FX code and each captured program's StableHLO into
 TORCHTPU_COMPILE_DEBUG_DIR (default ./torchtpu_compile_debug).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import os
@@ -35,14 +40,15 @@ from torch.fx.passes.split_module import split_module
 from . import _C
 
 _graph_numbers = itertools.count()
-_stats = {"compiled_graphs": 0, "compiled_captures": 0, "compiled_replays": 0,
-          "compiled_eager_runs": 0, "compiled_collective_runs": 0}
+_stats = {"compiled_graphs": 0, "compiled_graphs_loaded": 0, "compiled_captures": 0,
+          "compiled_replays": 0, "compiled_eager_runs": 0, "compiled_collective_runs": 0}
 _COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd")
 
 
 def stats() -> dict:
-    """Graphs handed over by AOTAutograd, programs captured, calls replayed, calls run eagerly,
-    and runs of the collectives between the device programs of a graph split at them."""
+    """Graphs handed over by AOTAutograd (and how many of them its cache loaded), programs
+    captured, calls replayed, calls run eagerly, and runs of the collectives between the device
+    programs of a graph split at them."""
     return dict(_stats)
 
 
@@ -65,14 +71,14 @@ def _write_fx(name: str, gm: torch.fx.GraphModule) -> None:
 class _Graph:
     """One graph without collectives and the programs captured for it, one per signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str):
+    def __init__(self, gm: torch.fx.GraphModule, name: str, scalars_move: bool | None = None):
         self.gm = gm
         self.name = name
         self.programs = _C._CompiledGraph()
         self.captures = 0
         self.warned: set[str] = set()
         self.debug = _debug_directory()
-        self.scalars_move = not _has_cpu_output(gm)
+        self.scalars_move = not _has_cpu_output(gm) if scalars_move is None else scalars_move
         self.mutated = _mutated_inputs(gm)
         _write_fx(name, gm)
 
@@ -238,41 +244,72 @@ def _split_at_collectives(gm: torch.fx.GraphModule, name: str):
     return lambda args: list(split(*args))
 
 
-def _compiler(kind: str):
+def _build(gm: torch.fx.GraphModule, kind: str, scalars_move: bool | None = None):
+    """The callable that runs one graph from AOTAutograd: a _Graph, or the graph split at its
+    collectives."""
+    _stats["compiled_graphs"] += 1
+    name = f"graph_{next(_graph_numbers)}_{kind}"
+    if any(_is_collective(n) for n in gm.graph.nodes):
+        _write_fx(name, gm)
+        return _split_at_collectives(gm, name)
+    return _Graph(gm, name, scalars_move)
+
+
+def graph_from_cache(gm: torch.fx.GraphModule, kind: str, scalars_move: bool):
+    """The callable for a graph that AOTAutograd's cache loaded (without node metadata: what
+    _Graph reads from it comes saved beside the graph)."""
+    _stats["compiled_graphs_loaded"] += 1
+    return _build(gm, kind, scalars_move)
+
+
+def _compiler(kind: str, cached: bool):
+    """AOTAutograd's compiler of one kind of graph; `cached`: its output keeps what AOTAutograd's
+    cache needs to save it (a graph split at collectives is never saved)."""
+    from . import _autograd_cache
+
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
-        _stats["compiled_graphs"] += 1
-        name = f"graph_{next(_graph_numbers)}_{kind}"
-        if any(_is_collective(n) for n in gm.graph.nodes):
-            _write_fx(name, gm)
-            graph = _split_at_collectives(gm, name)
-        else:
-            graph = _Graph(gm, name)
-
-        def run(args):  # AOTAutograd's boxed convention: the arguments in one list
-            return graph(args)
-
-        run._boxed_call = True
-        return run
+        graph = _build(gm, kind)
+        if cached and isinstance(graph, _Graph):
+            return _autograd_cache.GraphOutputCode.of(gm, kind, graph, graph.scalars_move)
+        return _autograd_cache.GraphOutputCode(kind=kind, runner=graph)
 
     return compile_graph
 
 
-def _make_backend():
+@functools.cache
+def _decompositions() -> dict:
     from torch._decomp import core_aten_decompositions
+
+    return core_aten_decompositions()
+
+
+def _make_backend(cached: bool):
+    """AOTAutograd with the tpu compilers. `cached`: the compilers are marked as returning
+    serializable output, which makes AOTAutograd look its result up in its cache first. Made
+    anew for each graph: AOTAutograd wraps the backward compiler in place."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 
-    return aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
-                        inference_compiler=_compiler("inference"),
-                        decompositions=core_aten_decompositions(),
-                        keep_inference_input_mutations=True)
+    from . import _autograd_cache
 
+    def compiler(kind):
+        compile_graph = _compiler(kind, cached)
+        if cached:
+            return SerializableAOTDispatchCompiler(_autograd_cache.GraphOutputCode, compile_graph)
+        return compile_graph
 
-_backend = None
+    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                        inference_compiler=compiler("inference"),
+                        decompositions=_decompositions(), keep_inference_input_mutations=True)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The "tpu" backend: torch.compile(model, backend="tpu")."""
-    global _backend
-    if _backend is None:
-        _backend = _make_backend()
-    return _backend(gm, example_inputs, **kwargs)
+    """The "tpu" backend: torch.compile(model, backend="tpu"). With the persistent cache on, what
+    AOTAutograd makes of each graph is kept there for the next process (see _autograd_cache)."""
+    from . import _autograd_cache  # imports inductor's modules: not at `import torchtpu`
+
+    folder = _autograd_cache.directory()
+    if folder is None:
+        return _make_backend(cached=False)(gm, example_inputs, **kwargs)
+    with _autograd_cache.cached_compile(folder):
+        return _make_backend(cached=True)(gm, example_inputs, **kwargs)

@@ -17,11 +17,13 @@ import atexit
 import fcntl
 import json
 import os
+import shutil
 import stat
 
 from . import _config
 
 SUFFIX = ".xla"
+AUTOGRAD_SUBDIRECTORY = "aotautograd"  # torch.compile's saved AOTAutograd results
 STATS = "stats.json"
 DEFAULT_MAX_BYTES = 4 << 30
 
@@ -129,6 +131,9 @@ def stats(folder: str) -> dict:
 
 
 def clear(folder: str) -> int:
+    """Removes every executable (the count returned) and torch.compile's saved AOTAutograd
+    results."""
+    shutil.rmtree(os.path.join(folder, AUTOGRAD_SUBDIRECTORY), ignore_errors=True)
     removed = 0
     for path, _, _ in _entries(folder):
         try:
@@ -169,7 +174,7 @@ def main(argv=None) -> int:
         print(f"{s['directory']}: {s['entries']} entries, {s['bytes']} bytes, hit rate {rate} "
               f"({s['hits']} hits, {s['misses']} misses)")
     elif args.command == "clear":
-        print(f"removed {clear(folder)} entries from {folder}")
+        print(f"removed {clear(folder)} entries and the saved AOTAutograd results from {folder}")
     else:
         limit = args.max_bytes if args.max_bytes is not None else max_bytes()
         print(f"evicted {prune(folder, limit)} entries from {folder}")
