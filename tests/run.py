@@ -27,7 +27,8 @@ MODE_SUITES = ["test_opinfo.py", "test_tensors.py", "test_elementwise.py", "test
 OPINFO_SHARDS = 3
 # Files that run longest go first, so no long job starts last (seconds on a 2-core machine).
 LONG_FILES = ["test_models.py", "test_opinfo_compiled.py", "test_compile_cache_faults.py",
-              "test_compile_cache.py", "test_dtensor.py", "test_cpu_verdict.py",
+              "test_compile_cache.py", "test_compile_warm_start.py", "test_dtensor.py",
+              "test_cpu_verdict.py",
               "test_train_gpt.py", "test_compile.py", "test_distributed.py", "test_parallel.py",
               "test_pipelining.py", "test_ops.py", "test_nn.py", "test_linalg.py"]
 JOB_TIMEOUT_S = 30 * 60
