@@ -2,8 +2,8 @@
 text? Runs, on the same PJRT plugin (JAX given a second client of torchtpu's plugin):
 
 - torchtpu: `jax.nn.softmax` through `torchtpu.kernels.jax_op`, Strict, launch and wait;
-- the same program's StableHLO text (taken from a compiled graph's debug dump), compiled and run
-  by JAX's client of the plugin;
+- the same program's StableHLO text (written by TORCHTPU_DUMP_PROGRAMS), compiled and run by
+  JAX's client of the plugin;
 - `jax.jit` of the same function;
 
 once with the programs' parameters in the tensors' shapes (the default where the plugin binds
@@ -47,7 +47,7 @@ def main():
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     dump = tempfile.mkdtemp(prefix="torchtpu-program-text-")
-    os.environ.update(TORCHTPU_COMPILE_DEBUG="1", TORCHTPU_COMPILE_DEBUG_DIR=dump)
+    os.environ["TORCHTPU_DUMP_PROGRAMS"] = dump
 
     import jax
     import torch
@@ -67,8 +67,9 @@ def main():
 
     op = kernels.jax_op(softmax, name="program_text_softmax")
     x = torch.randn(args.rows, args.cols).to("tpu")
-    torch.compile(op, backend="tpu")(x).cpu()  # its program's text goes to the dump folder
-    text = open(sorted(glob.glob(os.path.join(dump, "*.stablehlo.mlir")))[-1]).read()
+    op(x).cpu()  # its program's text goes to the dump folder
+    texts = [open(p).read() for p in glob.glob(os.path.join(dump, "*.mlir"))]
+    text = next(t for t in texts if "func.call" in t)  # the program calling the module
     shape = f"{args.rows}x{args.cols}"
     signature = text[text.index("@main"):text.index("{", text.index("@main"))]
     client, devices = device.client, xla_client.DeviceList((device,))

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 
 #include "engine/trace.h"
 
@@ -71,10 +73,24 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::insert(const hlo::Fingerprint
   return executables_.at(key).executable;
 }
 
+namespace {
+
+// TORCHTPU_DUMP_PROGRAMS=<folder>: every program this process looks up on a miss of the
+// in-process cache is written there as <content hash>.mlir (eager programs included, which
+// TORCHTPU_COMPILE_DEBUG does not show).
+void dump_program(const std::string& text) {
+  static const char* folder = std::getenv("TORCHTPU_DUMP_PROGRAMS");
+  if (folder == nullptr || *folder == '\0') return;
+  std::ofstream(std::string(folder) + "/" + content_hash(text) + ".mlir") << text;
+}
+
+}  // namespace
+
 std::shared_ptr<pjrt::Executable> ExecutableCache::load_or_compile(const std::string& text,
                                                                    const pjrt::Client& client,
                                                                    bool& compiled,
                                                                    int64_t& serialized_bytes) {
+  dump_program(text);
   std::shared_ptr<DiskCache> disk = disk_cache();
   if (disk) {
     if (std::optional<std::string> bytes = disk->load(text)) {

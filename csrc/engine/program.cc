@@ -69,8 +69,10 @@ Program::StorageState& Program::state_of(StorageHandle* storage, const TensorVie
   if (storage->buffer()) {
     s.argument = static_cast<int>(arguments_.size());
     s.read_type = storage->type();
+    // Not in a capture for torch.compile: its replays gave train_gpt wrong losses with shaped
+    // parameters (not yet understood; tests/python/test_train_gpt.py, compile).
     if (first != nullptr && first->sizes.size() > 1 && first->type == s.type &&
-        first->covers_storage() && Runtime::get().binds_by_bytes()) {
+        first->covers_storage() && !capturing() && Runtime::get().binds_by_bytes()) {
       s.shaped = add_argument(storage->buffer(), hlo::Shape{s.type, first->sizes}, storage);
       s.shaped_flat = s.current = apply("flatten", {s.shaped}, lowering::Attrs());
     } else {
