@@ -81,9 +81,10 @@ class KernelCalls {
     std::vector<at::Tensor> read;
     read.reserve(e.kept.size());
     for (int64_t i : e.kept) read.push_back(tensors[i]);
+    std::string entry = e.entry;  // (`add` may replace the export once the GIL is released)
     {
       py::gil_scoped_release no_gil;
-      aten::call_module(e.entry, read, outputs);
+      aten::call_module(entry, read, outputs);
     }
     if (e.single) return py::cast(outputs[0]);
     py::tuple result(outputs.size());
