@@ -4,7 +4,9 @@ One pytest process keeps about one core busy (XLA's compiles and torch's dispatc
 on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
 
 - the OpInfo suite in Strict mode (every dtype), in OPINFO_SHARDS shards (its TORCHTPU_OPINFO_SHARD);
-- the op suites (MODE_SUITES) in DeferAndFuse and in Debug, float32 OpInfo;
+- the op suites (MODE_SUITES) in DeferAndFuse and in Debug, float32 OpInfo, each mode taking
+  half of OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took
+  25 min of the suite's 2-core time);
 - every other test file in Strict mode, one job per file.
 
 Each job's output goes to a log; a line per job says how it ended and how long it took, and a
@@ -38,9 +40,10 @@ def jobs():
     """(name, environment overrides, pytest arguments), longest first."""
     result = [(f"strict opinfo {i}/{OPINFO_SHARDS}", {"TORCHTPU_OPINFO_SHARD": f"{i}/{OPINFO_SHARDS}"},
                ["test_opinfo.py"]) for i in range(OPINFO_SHARDS)]
-    for mode in ("defer_and_fuse", "debug"):
+    for half, mode in enumerate(("defer_and_fuse", "debug")):
         result.append((f"{mode} op suites",
-                       {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32"},
+                       {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
+                        "TORCHTPU_OPINFO_SHARD": f"{half}/2"},
                        MODE_SUITES))
     files = sorted(f for f in os.listdir(TESTS)
                    if f.startswith("test_") and f.endswith(".py") and f != "test_opinfo.py")
