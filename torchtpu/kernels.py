@@ -230,17 +230,16 @@ class JaxOp:
     def _export(self, tensors, key: str, signature) -> _Exported:
         """The export for this signature: from the disk cache where a process exported it before,
         otherwise JAX's, which then goes to the disk cache."""
-        found = self._from_disk(key, signature)
+        disk_key = self._disk_key(signature)
+        found = self._from_disk(key, signature, disk_key)
         if found is None:
             found = self._export_with_jax(tensors, key)
-            disk_key = self._disk_key(signature)
             if disk_key:
                 _C._disk_cache_store(disk_key, found.to_bytes())
             self._keep(key, signature, found)
         return found
 
-    def _from_disk(self, key: str, signature) -> _Exported | None:
-        disk_key = self._disk_key(signature)
+    def _from_disk(self, key: str, signature, disk_key: str | None) -> _Exported | None:
         data = disk_key and _C._disk_cache_load(disk_key)
         if not data:
             return None
@@ -343,7 +342,8 @@ class JaxOp:
         if device.type != "tpu" or not all(isinstance(d, int) for t in inputs for d in t.shape):
             return None  # symbolic sizes have no signature
         signature = (statics, *[(t.dtype, t.shape) for t in inputs])
-        return self._exports.get(signature) or self._from_disk(statics, signature)
+        return self._exports.get(signature) or self._from_disk(statics, signature,
+                                                                 self._disk_key(signature))
 
     # -- autograd -----------------------------------------------------------------------------
 
