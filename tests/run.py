@@ -9,6 +9,12 @@ on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
   25 min of the suite's 2-core time);
 - every other test file in Strict mode, one job per file.
 
+The jobs share one compile cache folder (TORCHTPU_CACHE_DIR, made for the run unless set), as the
+processes of one machine do: Debug runs the same per-op programs as Strict, so its op suites,
+which start once the Strict OpInfo shards are done, load most of them instead of compiling them
+again (a compile is about 75 % of an OpInfo test's time). Tests of the cache itself use folders
+of their own; a test run alone still gets a cold cache of its own (conftest.py).
+
 Each job's output goes to a log; a line per job says how it ended and how long it took, and a
 failed job's whole output is printed. The exit status is 1 if any job failed. Usage:
 
@@ -40,7 +46,7 @@ def jobs():
     """(name, environment overrides, pytest arguments), longest first."""
     result = [(f"strict opinfo {i}/{OPINFO_SHARDS}", {"TORCHTPU_OPINFO_SHARD": f"{i}/{OPINFO_SHARDS}"},
                ["test_opinfo.py"]) for i in range(OPINFO_SHARDS)]
-    for half, mode in enumerate(("defer_and_fuse", "debug")):
+    for half, mode in enumerate(("defer_and_fuse", "debug")):  # debug after the Strict shards
         result.append((f"{mode} op suites",
                        {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
                         "TORCHTPU_OPINFO_SHARD": f"{half}/2"},
@@ -82,6 +88,7 @@ def main():
     args = parser.parse_args()
     pending = [j for j in jobs() if args.k in j[0]]
     log_dir = tempfile.mkdtemp(prefix="torchtpu-tests-")
+    os.environ.setdefault("TORCHTPU_CACHE_DIR", os.path.join(log_dir, "compile-cache"))
     print(f"{len(pending)} pytest jobs, {args.j} at once; logs in {log_dir}", flush=True)
     lock = threading.Lock()
     failed = []

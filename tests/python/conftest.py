@@ -7,7 +7,8 @@ import tempfile
 
 import pytest
 
-# Hermetic compile cache: each test session (and the subprocesses it starts) starts cold.
+# A compile cache per test session (shared with the subprocesses it starts), cold unless
+# tests/run.py gave the whole run one.
 os.environ.setdefault("TORCHTPU_CACHE_DIR", tempfile.mkdtemp(prefix="torchtpu-test-cache-"))
 
 import torch  # noqa: E402
