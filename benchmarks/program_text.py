@@ -6,18 +6,15 @@ text? Runs, on the same PJRT plugin (JAX given a second client of torchtpu's plu
   JAX's client of the plugin;
 - `jax.jit` of the same function;
 
-once with the programs' parameters in the tensors' shapes (the default where the plugin binds
-arguments by their bytes) and once as flat storage buffers reshaped inside the program
-(TORCHTPU_SHAPED_PARAMETERS=0), each in a process of its own. Not a test: prints the medians of
---calls calls for --rounds rounds, side by side.
+torchtpu's parameters are flat storage buffers, reshaped inside the program (see the README's
+Eager modes for why not in the tensors' shapes). Not a test: prints the medians of --calls calls
+for --rounds rounds, side by side.
 """
 
 import argparse
 import glob
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -32,19 +29,11 @@ def median_ms(fn, calls):
 
 
 def main():
-    if "--child" not in sys.argv:  # each setting in a process of its own (chosen at start-up)
-        for setting in ("1", "0"):
-            env = dict(os.environ, TORCHTPU_SHAPED_PARAMETERS=setting)
-            print(f"TORCHTPU_SHAPED_PARAMETERS={setting}", flush=True)
-            subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env,
-                           check=True)
-        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--cols", type=int, default=512)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     dump = tempfile.mkdtemp(prefix="torchtpu-program-text-")
     os.environ["TORCHTPU_DUMP_PROGRAMS"] = dump
@@ -76,10 +65,8 @@ def main():
     options = xla_client.CompileOptions()
     text_exe = client.compile_and_load(text, devices, options)
     host = x.cpu().numpy()
-    flat_parameter = f"{args.rows * args.cols}xf32>" in signature.split("->")[0]
-    x_text = jax.device_put(host.reshape(-1) if flat_parameter else host, device)
-    x_shaped = jax.device_put(host, device)
     x_flat = jax.device_put(host.reshape(-1), device)
+    x_shaped = jax.device_put(host, device)
     jitted = jax.jit(softmax)
 
     def run(exe, arg):
@@ -88,8 +75,7 @@ def main():
 
     ways = {
         "torchtpu Strict": lambda: (op(x), torch.tpu.synchronize()),
-        "its text via JAX": lambda: run(text_exe, x_text),
-        "flat buffer": lambda: run(text_exe, x_flat),
+        "its text via JAX": lambda: run(text_exe, x_flat),
         "jax.jit": lambda: jitted(x_shaped).block_until_ready(),
     }
     for fn in ways.values():

@@ -60,7 +60,7 @@ int Program::scalar(hlo::ElementType type, const void* bits) {
   return add_argument(Runtime::get().scalar(type, bits, device_), hlo::Shape{type, {}});
 }
 
-Program::StorageState& Program::state_of(StorageHandle* storage, const TensorView* first) {
+Program::StorageState& Program::state_of(StorageHandle* storage) {
   for (StorageState& s : storages_) {
     if (s.storage == storage) return s;
   }
@@ -69,16 +69,8 @@ Program::StorageState& Program::state_of(StorageHandle* storage, const TensorVie
   if (storage->buffer()) {
     s.argument = static_cast<int>(arguments_.size());
     s.read_type = storage->type();
-    // Not in a capture for torch.compile: its replays gave train_gpt wrong losses with shaped
-    // parameters (not yet understood; tests/python/test_train_gpt.py, compile).
-    if (first != nullptr && first->sizes.size() > 1 && first->type == s.type &&
-        first->covers_storage() && !capturing() && Runtime::get().binds_by_bytes()) {
-      s.shaped = add_argument(storage->buffer(), hlo::Shape{s.type, first->sizes}, storage);
-      s.shaped_flat = s.current = apply("flatten", {s.shaped}, lowering::Attrs());
-    } else {
-      s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}},
-                               storage);
-    }
+    s.current = add_argument(storage->buffer(), hlo::Shape{s.type, {storage->numel(s.type)}},
+                             storage);
   }
   storages_.push_back(s);
   return storages_.back();
@@ -100,11 +92,7 @@ int Program::read(const TensorView& view) {
     return apply("zeros", {},
                  lowering::Attrs().set_type("type", view.type).set("sizes", view.sizes));
   }
-  StorageState& state = state_of(view.storage, &view);
-  if (state.shaped >= 0 && state.current == state.shaped_flat && view.type == state.read_type &&
-      view.covers_storage() && view.sizes == nodes_[state.shaped].shape.dims) {
-    return state.shaped;  // the argument itself, in this view's shape
-  }
+  StorageState& state = state_of(view.storage);
   int flat = state.current;
   if (flat < 0) {
     flat = apply("zeros", {},

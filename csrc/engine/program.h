@@ -117,15 +117,9 @@ class Program {
     bool written = false;
     int argument = -1;                          // its contents as an argument, if it had any
     hlo::ElementType read_type = hlo::ElementType::kU8;  // that argument's element type
-    // Where the argument takes the shape of the view that first read the storage whole (see
-    // Runtime::binds_by_bytes): that parameter, and its flattening, which `current` is until
-    // the program writes the storage.
-    int shaped = -1;
-    int shaped_flat = -1;
   };
 
-  // `first`: the view reading the storage, if a read brings it into the program.
-  StorageState& state_of(StorageHandle* storage, const TensorView* first = nullptr);
+  StorageState& state_of(StorageHandle* storage);
   int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape,
                    StorageHandle* storage = nullptr);
   void release_storages();

@@ -239,42 +239,6 @@ size_t Runtime::launches_in_flight(int device) {
   return in_flight_.at(device).size();
 }
 
-bool Runtime::binds_by_bytes() {
-  std::call_once(binds_by_bytes_once_, [this] {
-    const char* setting = std::getenv("TORCHTPU_SHAPED_PARAMETERS");
-    binds_by_bytes_ = !(setting != nullptr && std::string(setting) == "0") && probe_binds_by_bytes();
-  });
-  return binds_by_bytes_;
-}
-
-bool Runtime::probe_binds_by_bytes() {
-  // Row sums of a 2x3 parameter, given the flat buffer [0, 1, 2, 3, 4, 5]: [3, 12] when the
-  // plugin binds it by its bytes in row-major order, an error (or anything else) otherwise.
-  static const std::string text =
-      "module @torchtpu_probe {\n"
-      "  func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<2xf32>) {\n"
-      "    %0 = stablehlo.constant dense<0.0> : tensor<f32>\n"
-      "    %1 = stablehlo.reduce(%arg0 init: %0) applies stablehlo.add across dimensions = [1]"
-      " : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>\n"
-      "    return %1 : tensor<2xf32>\n"
-      "  }\n"
-      "}\n";
-  try {
-    // Compiled here, outside the executable cache, so its counters stay the user's programs'.
-    std::shared_ptr<pjrt::Executable> exe =
-        client_->compile(text, pjrt::portable_compile_options());
-    const float flat[6] = {0, 1, 2, 3, 4, 5};
-    std::shared_ptr<pjrt::Buffer> argument = upload(flat, hlo::ElementType::kF32, {6}, 0);
-    std::vector<std::shared_ptr<pjrt::Buffer>> out = execute(*exe, {argument->raw()}, 0);
-    float sums[2] = {0, 0};
-    if (out.size() != 1) return false;
-    out[0]->to_host(sums, sizeof(sums));
-    return sums[0] == 3.0f && sums[1] == 12.0f;
-  } catch (const std::exception&) {
-    return false;  // the plugin checks shapes: programs read storages as flat buffers
-  }
-}
-
 void Runtime::synchronize(int device) {
   std::deque<Launch> launches;
   uint64_t through = 0;

@@ -88,23 +88,11 @@ class Runtime {
   // A mark covering every launch on the device so far (what a torch.tpu.Event records).
   std::shared_ptr<LaunchMark> mark(int device) { return marks_->mark(device); }
 
-  // Whether a program's parameter may take a tensor's shape while its argument is a storage's
-  // flat buffer of the same bytes: the plugin binds arguments by their bytes (the CPU plugin),
-  // found once by running a probe program; TORCHTPU_SHAPED_PARAMETERS=0 says no. Programs then
-  // read a storage that one view covers whole in that view's shape, not through a reshape of the
-  // flat buffer, which XLA's CPU backend optimizes worse (a reduction of a reshaped parameter
-  // misses its library kernels).
-  bool binds_by_bytes();
-
  private:
   explicit Runtime(const RuntimeConfig& config);
 
-  bool probe_binds_by_bytes();
-
   std::string platform_;
   std::unique_ptr<pjrt::Client> client_;
-  std::once_flag binds_by_bytes_once_;
-  bool binds_by_bytes_ = false;
   ExecutableCache executables_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;

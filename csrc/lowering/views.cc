@@ -246,10 +246,6 @@ Values resize_flat(FunctionBuilder& b, const Values& operands, const Attrs& attr
 
 void register_view_rules(Registry& r) {
   r.add("view_read", view_read);
-  // A storage's contents taken in a view's shape (an argument), as the flat storage again.
-  r.add("flatten", [](FunctionBuilder& b, const Values& operands, const Attrs&) -> Values {
-    return {reshape(b, operands[0], {numel(operands[0].shape.dims)})};
-  });
   r.add("view_write", view_write);
   r.add("zeros", zeros);
   r.add("resize_flat", resize_flat);
