@@ -46,8 +46,8 @@ def _load_op_db():
     (only its TestCase base class and ACCEPT flag are used, so a stub stands in for it).
 
     OpInfo's sample generators look for the unittest.TestCase method running them with
-    extract_test_fn, which walks inspect.stack() and reads the source of every frame: 0.2 s a
-    call under pytest, 40 % of this suite's time. Our tests are plain functions, so the walk
+    extract_test_fn, which walks inspect.stack() and reads the source of every frame (one
+    shard in 30 took 49.7 s with it, 45.5 s without). Our tests are plain functions, so the walk
     always finds nothing; it is replaced by its result."""
     try:
         import expecttest  # noqa: F401
