@@ -35,7 +35,8 @@ except ValueError as _e:  # reported at first use, like a plugin problem
     _choice.unavailable, _cache_dir, _cache_max, _memory_max = f"torchtpu: {_e}", "", 0, 0
     _choice.path = ""
 _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailable, _cache_dir,
-              _cache_max, __version__, _memory_max)
+              _cache_max, __version__, _memory_max,
+              _config.flag("TORCHTPU_KEEP_HOST_MEMORY", True))
 _C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
 _C._set_index_checks(_config.flag("TORCHTPU_INDEX_CHECKS", True))
 

@@ -25,6 +25,9 @@ struct RuntimeConfig {
   uint64_t cache_max_bytes = uint64_t{4} << 30;
   std::string version;    // torchtpu's, part of every cache key
   uint64_t memory_cache_max_bytes = ExecutableCache::kDefaultMaxBytes;
+  // On the CPU plugin, device memory is the host's malloc: keep freed blocks for reuse (see
+  // keep_freed_host_memory in runtime.cc).
+  bool keep_host_memory = true;
 };
 
 // Must be called before the first use (the Python package does it on import).

@@ -275,14 +275,14 @@ PYBIND11_MODULE(_C, m) {
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
          const std::string& unavailable, const std::string& cache_dir, uint64_t cache_max_bytes,
-         const std::string& version, uint64_t memory_cache_max_bytes) {
+         const std::string& version, uint64_t memory_cache_max_bytes, bool keep_host_memory) {
         engine::configure_runtime(engine::RuntimeConfig{
             plugin_path, platform, client_options(options), unavailable, cache_dir,
-            cache_max_bytes, version, memory_cache_max_bytes});
+            cache_max_bytes, version, memory_cache_max_bytes, keep_host_memory});
       },
       py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"),
       py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"),
-      py::arg("memory_cache_max_bytes"));
+      py::arg("memory_cache_max_bytes"), py::arg("keep_host_memory"));
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
   m.def("_is_in_bad_fork", &engine::in_forked_child);
