@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "engine/eager.h"
 #include "engine/runtime.h"
@@ -133,6 +135,19 @@ void Program::result(int value) {
 
 void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape>& operands,
                              const lowering::Attrs& attrs, int num_outputs) {
+  // A rule lowers the same op on the same shapes and attributes the same way: each case is
+  // lowered once (a training step records the same few hundred cases every step).
+  static std::mutex mutex;
+  static std::unordered_set<hlo::Fingerprint, hlo::FingerprintHash> lowered;
+  hlo::Fingerprint key;
+  key.add(op);
+  for (const hlo::Shape& shape : operands) key.add(shape);
+  attrs.fingerprint(key);
+  key.add(int64_t{num_outputs});
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (lowered.count(key) > 0) return;
+  }
   hlo::FunctionBuilder b;
   lowering::Values values;
   for (const hlo::Shape& shape : operands) values.push_back(b.parameter(shape));
@@ -140,6 +155,9 @@ void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape
   if (static_cast<int>(out.size()) < num_outputs) {
     throw std::logic_error("torchtpu: lowering rule '" + op + "' produced too few values");
   }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (lowered.size() > 100000) lowered.clear();  // bounds memory on shape-varying loads
+  lowered.insert(std::move(key));
 }
 
 std::string Program::hlo_text() const {

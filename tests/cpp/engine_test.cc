@@ -10,6 +10,7 @@
 #include "engine/eager.h"
 #include "engine/program.h"
 #include "engine/runtime.h"
+#include "lowering/registry.h"
 #include "plugin_path.h"
 
 namespace torchtpu::engine {
@@ -208,6 +209,29 @@ void record_negate(StorageHandle& from, StorageHandle& to) {
   attrs.set_type("type", ElementType::kF32).set("shape", std::vector<int64_t>{4});
   r.program().write(out, r.program().apply("neg", {r.program().read(in)}, attrs));
   r.finish();
+}
+
+// check_lowering remembers the cases it lowered, not those a rule refused: a refusal is raised at
+// every call, and the same case on other shapes or attributes is judged afresh.
+TEST(Program, CheckLoweringRefusesEveryTimeAndJudgesEachCase) {
+  std::vector<hlo::Shape> shapes{{ElementType::kPred, {3}}, {ElementType::kPred, {3}}};
+  auto attrs = [](ElementType compute) {
+    return lowering::Attrs()
+        .set_type("type", compute)
+        .set("shape", std::vector<int64_t>{3})
+        .set_type("compute_type", compute)
+        .set("rounding_mode", std::string("floor"));
+  };
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THROW(Program::check_lowering("div", shapes, attrs(ElementType::kPred), 1),
+                 lowering::Refused);
+  }
+  std::vector<hlo::Shape> floats{{ElementType::kF32, {3}}, {ElementType::kF32, {3}}};
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NO_THROW(Program::check_lowering("div", floats, attrs(ElementType::kF32), 1));
+  }
+  EXPECT_THROW(Program::check_lowering("div", shapes, attrs(ElementType::kPred), 1),
+               lowering::Refused);
 }
 
 TEST(Capture, RecordsOneProgramAndSaysWhatItBoundAndWrote) {
