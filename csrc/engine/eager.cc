@@ -187,10 +187,10 @@ std::unique_lock<std::recursive_mutex> lock_device(int device) {
   return std::unique_lock<std::recursive_mutex>(pending(device).mutex);
 }
 
-void forget_storage(Program* program, StorageHandle* storage) {
-  Pending& p = pending(program->device());
+void forget_storage(StorageHandle* storage) {
+  Pending& p = pending(storage->device());  // a program only touches its own device's storages
   std::lock_guard<std::recursive_mutex> lock(p.mutex);
-  program->forget(storage);
+  if (Program* program = storage->pending()) program->forget(storage);
 }
 
 Recording::Recording(int device) : device_(device) {

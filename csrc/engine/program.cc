@@ -28,6 +28,10 @@ Program::Program(int device) : device_(device) { flush(device); }
 Program::~Program() { release_storages(); }
 
 void Program::release_storages() {
+  if (!deferred_ || storages_.empty()) return;
+  // Under the device's lock, as a dying storage reads its pending program (forget_storage): a
+  // captured program runs and dies outside the recording lock.
+  std::unique_lock<std::recursive_mutex> lock = lock_device(device_);
   for (StorageState& s : storages_) {
     if (s.storage != nullptr && s.storage->pending() == this) s.storage->set_pending(nullptr);
   }

@@ -53,7 +53,7 @@ StorageHandle::~StorageHandle() {
     new std::shared_ptr<pjrt::Buffer>(std::move(buffer_));
     return;
   }
-  if (pending_ != nullptr) forget_storage(pending_, this);
+  if (pending() != nullptr) forget_storage(this);  // only a program can clear it meanwhile
   account(device_, -buffer_bytes(buffer_, numel(type_), type_));
   release_address_range(address_, nbytes_);
 }

@@ -2,6 +2,7 @@
 // immutable; in-place ops, out= ops and copy_ replace the handle's buffer instead.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -34,9 +35,10 @@ class StorageHandle {
   }
 
   // The deferred program that reads or writes this storage and has not run yet, if any: its
-  // buffer is not current until that program runs.
-  Program* pending() const { return pending_; }
-  void set_pending(Program* program) { pending_ = program; }
+  // buffer is not current until that program runs. Set and cleared under the device's
+  // recording lock (eager.h); atomic because a storage being destroyed reads it first without.
+  Program* pending() const { return pending_.load(std::memory_order_acquire); }
+  void set_pending(Program* program) { pending_.store(program, std::memory_order_release); }
 
   // Storages are numbered in the order they were made, so a capture can tell which it created.
   uint64_t serial() const { return serial_; }
@@ -51,7 +53,7 @@ class StorageHandle {
   void* address_;
   std::shared_ptr<pjrt::Buffer> buffer_;
   hlo::ElementType type_ = hlo::ElementType::kU8;
-  Program* pending_ = nullptr;
+  std::atomic<Program*> pending_{nullptr};
   uint64_t serial_;
   bool persistent_ = false;
 };
@@ -59,8 +61,10 @@ class StorageHandle {
 // The serial the next storage made will get.
 uint64_t next_storage_serial();
 
-// Tells a pending program that a storage it refers to is gone (defined with the eager modes).
-void forget_storage(Program* program, StorageHandle* storage);
+// Tells the pending program that refers to `storage`, if any, that the storage is gone (defined
+// with the eager modes). It takes the device's recording lock first: another thread may be
+// running that program, and destroying it, meanwhile.
+void forget_storage(StorageHandle* storage);
 
 // Bytes held by storage buffers on a device, for torch.tpu.memory_allocated when the plugin keeps
 // no statistics of its own.

@@ -1,12 +1,23 @@
 """Threads that dispatch tpu ops at the same time: the first calls of a new signature (which run
-PyTorch's meta function and fill the kernel's caches) race each other here on purpose."""
+PyTorch's meta function and fill the kernel's caches) race each other here on purpose. Under
+DeferAndFuse they record into one pending program, which one thread runs while the others' tensors
+die: a storage dying then must not reach the program being destroyed (it crashed 1 run in 2)."""
 
 import threading
 
+import pytest
 import torch
 
+import torchtpu
 
-def test_threads_calling_new_signatures_at_once_all_get_their_results():
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_threads_calling_new_signatures_at_once_all_get_their_results(mode):
+    with torchtpu.eager_mode(mode):
+        check_threads_calling_new_signatures_at_once()
+
+
+def check_threads_calling_new_signatures_at_once():
     errors, results = [], {}
 
     def run(barrier, shape, n):
