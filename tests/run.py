@@ -6,7 +6,8 @@ on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
 - the OpInfo suite in Strict mode (every dtype), in OPINFO_SHARDS shards (its TORCHTPU_OPINFO_SHARD);
 - the op suites (MODE_SUITES) in DeferAndFuse and in Debug, float32 OpInfo, each mode taking
   half of OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took
-  25 min of the suite's 2-core time);
+  25 min of the suite's 2-core time), and the runtime's suites (DEFERRED_RUNTIME_SUITES) in
+  DeferAndFuse;
 - every other test file in Strict mode, one job per file.
 
 The jobs share one compile cache folder (TORCHTPU_CACHE_DIR, made for the run unless set), as the
@@ -32,6 +33,10 @@ import time
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python")
 MODE_SUITES = ["test_opinfo.py", "test_tensors.py", "test_elementwise.py", "test_nn.py",
                "test_ops.py", "test_random.py", "test_optim.py"]
+# The runtime's behaviour (streams, device-side asserts, errors, pinned memory, processes) again
+# under DeferAndFuse, where a sync point, not the op, runs the work.
+DEFERRED_RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",
+                           "test_pinned_memory.py", "test_processes.py"]
 OPINFO_SHARDS = 3
 # Files that run longest go first, so no long job starts last (seconds on a 2-core machine).
 LONG_FILES = ["test_models.py", "test_opinfo_compiled.py", "test_compile_cache_faults.py",
@@ -51,6 +56,8 @@ def jobs():
                        {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
                         "TORCHTPU_OPINFO_SHARD": f"{half}/2"},
                        MODE_SUITES))
+    result.append(("defer_and_fuse runtime suites", {"TORCHTPU_EAGER_MODE": "defer_and_fuse"},
+                   DEFERRED_RUNTIME_SUITES))
     files = sorted(f for f in os.listdir(TESTS)
                    if f.startswith("test_") and f.endswith(".py") and f != "test_opinfo.py")
     files.sort(key=lambda f: LONG_FILES.index(f) if f in LONG_FILES else len(LONG_FILES))
