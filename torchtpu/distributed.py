@@ -345,7 +345,9 @@ def _running(pid: int) -> bool:
 
 
 def _signature(tensors) -> list:
-    return [[str(t.dtype).removeprefix("torch."), list(t.shape)] for t in tensors]
+    """Each tensor's dtype and element count: gloo and NCCL exchange counts, so ranks may pass
+    tensors of other shapes with as many elements (a (2, 3) reduced with a (3, 2))."""
+    return [[str(t.dtype).removeprefix("torch."), t.numel()] for t in tensors]
 
 
 def _disagreement(ranks) -> str | None:
@@ -372,7 +374,7 @@ def _splits(n: int, splits, size: int) -> list[int]:
 class _Launcher:
     """Starts a group's collectives in gloo, in the order they were issued, each once the ranks
     agreed on it: one thread per group, which first exchanges every rank's collective, dtypes and
-    shapes (one small all_gather on a gloo group of its own, so it never interleaves with the
+    element counts (one small all_gather on a gloo group of its own, so it never interleaves with the
     data), then calls gloo. gloo does not compare sizes across ranks: a rank receiving more than
     it expects aborts, one receiving less waits until the timeout. Here a mismatch fails the
     collective's Work on every rank with the same error, and the group stays usable. The caller

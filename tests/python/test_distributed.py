@@ -97,6 +97,17 @@ def _reduce(dev, group, rank, world):
     return [x if rank == 0 else x * 0, y if rank == 1 else y * 0]  # only the root's is defined
 
 
+@same("equal_counts_of_other_shapes")
+def _equal_counts_of_other_shapes(dev, group, rank, world):
+    # gloo and NCCL send element counts, not shapes: ranks may reduce a (2, 3) with a (3, 2)
+    shape = (2, 3) if rank % 2 == 0 else (3, 2)
+    x = _inputs(shape, torch.float32, rank).to(dev)
+    y = _inputs(shape, torch.int64, rank, 1).to(dev)
+    dist.all_reduce(x, group=group)
+    dist.broadcast(y, 0, group=group)
+    return [x, y]
+
+
 @same("all_gather")
 def _all_gather(dev, group, rank, world):
     outs = [torch.zeros(2, 3, device=dev) for _ in range(world)]
@@ -369,7 +380,7 @@ def _mismatched_shapes_raise_on_every_rank(group, rank, world):
     # On by default (TORCHTPU_DIST_CHECKS=0 turns it off): without it gloo aborts the rank that
     # receives more than it expects.
     with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce SUM of "
-                       r"\[\['float32', \[4\]\]\]; rank 1: all_reduce SUM of \[\['float32', \[5\]"):
+                       r"\[\['float32', 4\]\]; rank 1: all_reduce SUM of \[\['float32', 5\]"):
         dist.all_reduce(torch.ones(4 + rank, device="tpu"), group=group)
     with pytest.raises(RuntimeError, match=_mismatch("collectives, or on different tensors")):
         dist.all_gather_into_tensor(torch.zeros(world * (2 + rank), device="tpu"),
