@@ -52,8 +52,8 @@ std::string CompiledGraph::signature(const std::vector<at::Tensor>& inputs,
     storages.push_back(&s);
     f.add(int64_t{t.device().index()});
     f.add(static_cast<int64_t>(t.scalar_type()));
-    f.add(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
-    f.add(std::vector<int64_t>(t.strides().begin(), t.strides().end()));
+    f.add_ints(t.sizes().data(), t.sizes().size());
+    f.add_ints(t.strides().data(), t.strides().size());
     f.add(std::vector<int64_t>{t.storage_offset(), static_cast<int64_t>(s.nbytes()),
                                s.buffer() ? static_cast<int64_t>(s.type()) : -1, alias,
                                t.is_conj(), t.is_neg()});

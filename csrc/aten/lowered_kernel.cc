@@ -227,8 +227,8 @@ void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
   }
   f.add(static_cast<int64_t>(t.scalar_type()));
   f.add(int64_t{t.is_cpu()} * 2 + int64_t{t.unsafeGetTensorImpl()->is_wrapped_number()});
-  f.add(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
-  f.add(std::vector<int64_t>(t.strides().begin(), t.strides().end()));
+  f.add_ints(t.sizes().data(), t.sizes().size());
+  f.add_ints(t.strides().data(), t.strides().size());
 }
 
 // Scalar values enter the key only `with_value`: for factories, whose output shape depends on them
@@ -421,6 +421,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool debug = engine::eager_mode() == engine::EagerMode::kDebug && !engine::capturing();
 
   hlo::Fingerprint key;
+  key.reserve(512);
   key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
   bool factory = true;
   for (size_t i = 0; i < args.size(); ++i) {

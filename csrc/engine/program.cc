@@ -85,7 +85,7 @@ Program::StorageState& Program::state_of(StorageHandle* storage) {
 int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs,
                    int num_outputs) {
   fingerprint_.add(op);
-  fingerprint_.add(std::vector<int64_t>(inputs.begin(), inputs.end()));
+  fingerprint_.add_ints(inputs);
   attrs.fingerprint(fingerprint_);
   int first = static_cast<int>(nodes_.size());
   nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), {}});
@@ -144,6 +144,7 @@ void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape
   static std::mutex mutex;
   static std::unordered_set<hlo::Fingerprint, hlo::FingerprintHash> lowered;
   hlo::Fingerprint key;
+  key.reserve(512);
   key.add(op);
   for (const hlo::Shape& shape : operands) key.add(shape);
   attrs.fingerprint(key);

@@ -20,15 +20,22 @@ class Fingerprint {
     add(static_cast<int64_t>(s.size()));
     bytes_.append(s.data(), s.size());
   }
-  void add(const std::vector<int64_t>& v) {
-    add(static_cast<int64_t>(v.size()));
-    append(v.data(), v.size() * sizeof(int64_t));
+  void add(const std::vector<int64_t>& v) { add_ints(v.data(), v.size()); }
+  // The same bytes as add() of a vector holding these values, without making one.
+  void add_ints(const int64_t* values, size_t n) {
+    add(static_cast<int64_t>(n));
+    append(values, n * sizeof(int64_t));
+  }
+  void add_ints(const std::vector<int>& values) {
+    add(static_cast<int64_t>(values.size()));
+    for (int v : values) add(static_cast<int64_t>(v));
   }
   void add(const Shape& shape) {
     add(static_cast<int64_t>(shape.type));
     add(shape.dims);
   }
 
+  void reserve(size_t bytes) { bytes_.reserve(bytes); }  // one allocation for a short key
   const std::string& bytes() const { return bytes_; }
   size_t hash() const { return std::hash<std::string>()(bytes_); }
   // A stable 64-bit digest (FNV-1a), for file names and logs.

@@ -16,12 +16,20 @@ using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t
 
 class Attrs {
  public:
-  Attrs& set(std::string key, AttrValue value) {
+  // On a temporary (`Attrs().set(...).set(...)`) these return it as a temporary, so passing the
+  // chain by value moves it instead of copying every item.
+  Attrs& set(std::string key, AttrValue value) & {
     items_.emplace_back(std::move(key), std::move(value));
     return *this;
   }
-  Attrs& set_type(std::string key, hlo::ElementType type) {
+  Attrs&& set(std::string key, AttrValue value) && {
+    return std::move(set(std::move(key), std::move(value)));
+  }
+  Attrs& set_type(std::string key, hlo::ElementType type) & {
     return set(std::move(key), static_cast<int64_t>(type));
+  }
+  Attrs&& set_type(std::string key, hlo::ElementType type) && {
+    return std::move(set_type(std::move(key), type));
   }
 
   bool has(const std::string& key) const { return find(key) != nullptr; }

@@ -125,5 +125,20 @@ TEST(Fingerprint, DistinguishesStructure) {
   EXPECT_FALSE(d == e);
 }
 
+// add_ints writes what add() of the same values as a vector writes, so keys (and the disk cache's
+// entries) do not depend on which one built them.
+TEST(Fingerprint, IntsWithoutAVectorAreTheVectorsBytes) {
+  std::vector<int64_t> values{3, -1, 7};
+  Fingerprint a, b, c;
+  a.add(values);
+  b.add_ints(values.data(), values.size());
+  c.add_ints(std::vector<int>{3, -1, 7});
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+  Fingerprint d;
+  d.add_ints(std::vector<int>{3, -1});
+  EXPECT_FALSE(a == d);
+}
+
 }  // namespace
 }  // namespace torchtpu::hlo
