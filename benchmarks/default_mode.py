@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 from torch import nn
 
 import torchtpu
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from timing import median_s  # noqa: E402
 from train_gpt import GPT, batches, load_text, training_step  # noqa: E402
 
 MODES = ("strict", "defer_and_fuse", "compiled")
@@ -136,15 +136,7 @@ WORKLOADS = {
 def median_ms(make, mode, steps, warmup):
     with torchtpu.eager_mode("strict" if mode == "compiled" else mode):
         torch.manual_seed(0)
-        step = make(mode == "compiled")
-        for _ in range(warmup):
-            step()
-        times = []
-        for _ in range(steps):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+        return median_s(make(mode == "compiled"), steps, warmup) * 1000
 
 
 def main():

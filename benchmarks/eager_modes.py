@@ -5,9 +5,7 @@
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -15,6 +13,7 @@ import torchtpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from eager_step import step_times  # noqa: E402
+from timing import median_s  # noqa: E402
 
 
 def chain_time(device, repeats, warmup=2):
@@ -26,14 +25,7 @@ def chain_time(device, repeats, warmup=2):
             y = ((y + 1) * 2) - 1
         y[0, 0].item()  # waits for the chain (and runs it, deferred)
 
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_s(run, repeats, warmup)
 
 
 def main():

@@ -29,6 +29,9 @@ import torch
 import torchtpu
 from torchtpu import kernels
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import median_s  # noqa: E402
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples", "kernels")
 
@@ -39,17 +42,6 @@ def _example(name):
     sys.modules[spec.name] = module  # Dynamo imports a module by name to read its globals
     spec.loader.exec_module(module)
     return module
-
-
-def median_s(fn, calls, warmup=2):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def run_times(cases, calls, rounds):
@@ -89,7 +81,7 @@ def run_times(cases, calls, rounds):
     for _ in range(rounds):
         for key, (mode, fn) in ways.items():
             with torchtpu.eager_mode(mode):
-                best[key] = min(best[key], median_s(fn, calls))
+                best[key] = min(best[key], median_s(fn, calls, warmup=2))
     return best
 
 

@@ -6,21 +6,15 @@ ratio. The tpu call launches asynchronously; the last column also times a full r
 """
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import torch
 
 import torchtpu
 
-
-def per_call_ns(fn, n):
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import median_s  # noqa: E402
 
 
 def main():
@@ -36,14 +30,14 @@ def main():
         for _ in range(100):  # warm-up: compile once, fill the caches
             x + y
         torch.tpu.synchronize()
-        results[device] = per_call_ns(lambda: x + y, args.calls)
+        results[device] = median_s(lambda: x + y, args.calls) * 1e9
     x = torch.randn(args.size).to("tpu")
     y = torch.randn(args.size).to("tpu")
 
     def round_trip():
         (x + y).cpu()
 
-    wait_ns = per_call_ns(round_trip, max(args.calls // 10, 100))
+    wait_ns = median_s(round_trip, max(args.calls // 10, 100)) * 1e9
     print(f"x + y on {args.size} float32 elements, median of {args.calls} calls")
     print(f"  cpu eager        {results['cpu'] / 1000:8.2f} us")
     print(f"  tpu strict       {results['tpu'] / 1000:8.2f} us   "

@@ -14,18 +14,11 @@ for --rounds rounds, side by side.
 import argparse
 import glob
 import os
-import statistics
+import sys
 import tempfile
-import time
 
-
-def median_ms(fn, calls):
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import median_s  # noqa: E402
 
 
 def main():
@@ -84,7 +77,7 @@ def main():
           f"{args.calls}), all on the same plugin; torchtpu's program: {signature}")
     print("".join(f"{name:>20}" for name in ways))
     for _ in range(args.rounds):
-        print("".join(f"{median_ms(fn, args.calls):20.3f}" for fn in ways.values()))
+        print("".join(f"{median_s(fn, args.calls) * 1e3:20.3f}" for fn in ways.values()))
 
 
 if __name__ == "__main__":
