@@ -374,8 +374,8 @@ def _splits(n: int, splits, size: int) -> list[int]:
 class _Launcher:
     """Starts a group's collectives in gloo, in the order they were issued, each once the ranks
     agreed on it: one thread per group, which first exchanges every rank's collective, dtypes and
-    element counts (one small all_gather on a gloo group of its own, so it never interleaves with the
-    data), then calls gloo. gloo does not compare sizes across ranks: a rank receiving more than
+    element counts (one small all_gather on a gloo group of its own, so it never interleaves with
+    the data), then calls gloo. gloo does not compare sizes across ranks: a rank receiving more than
     it expects aborts, one receiving less waits until the timeout. Here a mismatch fails the
     collective's Work on every rank with the same error, and the group stays usable. The caller
     never waits for its peers, so async_op keeps its meaning."""

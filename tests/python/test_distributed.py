@@ -363,7 +363,7 @@ def _backend_strings(group, rank, world):
 
 FAILURES = {}
 CHECKS = torchtpu._config.flag("TORCHTPU_DIST_CHECKS", True)
-NEED_CHECKS = {"mismatched_shapes_raise_on_every_rank", "mismatch_fails_an_async_work"}
+NEED_CHECKS = {"mismatched_counts_raise_on_every_rank", "mismatch_fails_an_async_work"}
 
 
 def failure(fn):
@@ -376,9 +376,9 @@ def _mismatch(kind):
 
 
 @failure
-def _mismatched_shapes_raise_on_every_rank(group, rank, world):
+def _mismatched_counts_raise_on_every_rank(group, rank, world):
     # On by default (TORCHTPU_DIST_CHECKS=0 turns it off): without it gloo aborts the rank that
-    # receives more than it expects.
+    # receives more elements than it expects.
     with pytest.raises(RuntimeError, match=r"different tensors .*rank 0: all_reduce SUM of "
                        r"\[\['float32', 4\]\]; rank 1: all_reduce SUM of \[\['float32', 5\]"):
         dist.all_reduce(torch.ones(4 + rank, device="tpu"), group=group)
@@ -564,7 +564,7 @@ def four_ranks(tmp_path_factory):
 @pytest.mark.parametrize("check", list(SAME) + list(OWN) + list(FAILURES))
 def test_two_ranks(two_ranks, check):
     if check in NEED_CHECKS and not CHECKS:
-        pytest.skip("TORCHTPU_DIST_CHECKS=0: gloo aborts on mismatched shapes")
+        pytest.skip("TORCHTPU_DIST_CHECKS=0: gloo aborts on mismatched element counts")
     ranks.assert_passed(two_ranks, check)
 
 
