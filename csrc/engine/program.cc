@@ -1,5 +1,6 @@
 #include "engine/program.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -268,15 +269,25 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   for (const auto& a : arguments_) args.push_back(a->raw());
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs;
   count_donations(donated_.size() - keep.size());
+  // The buffers given over outlive this program in the launch (Runtime::execute's `hold`).
+  std::shared_ptr<std::vector<std::shared_ptr<pjrt::Buffer>>> given;
+  if (donated_.size() > keep.size()) {
+    given = std::make_shared<std::vector<std::shared_ptr<pjrt::Buffer>>>();
+    for (const auto& [argument, output] : donated_) {
+      if (std::find(keep.begin(), keep.end(), argument) == keep.end()) {
+        given->push_back(arguments_[argument]);
+      }
+    }
+  }
   try {
-    outputs = runtime.execute(*exe, args, device_, keep);
+    outputs = runtime.execute(*exe, args, device_, keep, given);
   } catch (const pjrt::Error& e) {
     // An executable from the disk cache that cannot run is discarded and compiled afresh; a
     // program compiled here that cannot run is a real error.
     exe = runtime.executables().recompile_failed(
         fingerprint_, exe.get(), e.what(), [this] { return hlo_text(); }, runtime.client());
     if (exe == nullptr) throw;
-    outputs = runtime.execute(*exe, args, device_, keep);
+    outputs = runtime.execute(*exe, args, device_, keep, given);
   }
   if (launch != nullptr) {
     launch->executable = exe;

@@ -175,7 +175,7 @@ std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void*
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     const pjrt::Executable& executable, const std::vector<PJRT_Buffer*>& arguments, int device,
-    const std::vector<int64_t>& keep) {
+    const std::vector<int64_t>& keep, std::shared_ptr<const void> hold) {
   std::unique_ptr<pjrt::Event> done;
   int64_t launch = trace::launch_time();
   std::vector<std::unique_ptr<pjrt::Buffer>> made =
@@ -188,7 +188,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Runtime::execute(
     for (const auto& b : outputs) b->await_ready();
     return outputs;
   }
-  track(std::move(done), device, nullptr);
+  track(std::move(done), device, std::move(hold));
   return outputs;
 }
 

@@ -78,11 +78,15 @@ class Runtime {
 
   // Launches `executable` on the device and returns its outputs at once, remembering the launch
   // so that synchronize() waits for it.
-  // `keep`: arguments the program may take over that it must copy instead.
+  // `keep`: arguments the program may take over that it must copy instead. `hold`: what must
+  // outlive the launch, released once it is done: the buffers it takes over, whose destruction
+  // waits for the program to finish on some plugins (the CPU's), which would make the launch
+  // synchronous if their last holder dropped them now.
   std::vector<std::shared_ptr<pjrt::Buffer>> execute(const pjrt::Executable& executable,
                                                      const std::vector<PJRT_Buffer*>& arguments,
                                                      int device,
-                                                     const std::vector<int64_t>& keep = {});
+                                                     const std::vector<int64_t>& keep = {},
+                                                     std::shared_ptr<const void> hold = nullptr);
   // Waits for every launch on the device, including those whose outputs nothing holds any more,
   // as torch.cuda.synchronize does; then raises a device-side check that failed (device_asserts.h).
   void synchronize(int device);

@@ -119,6 +119,22 @@ def test_event_query_is_false_while_its_work_runs(async_mode, big):
     assert torch.isfinite(y).all()
 
 
+def test_in_place_work_runs_without_waiting(async_mode, big):
+    """An in-place op gives its storage's old buffer to the new contents (donation); letting go
+    of that buffer must not wait for the program (on the CPU plugin, destroying it would)."""
+    donated = torchtpu.metrics()["donated_buffers"]
+    expected = big.cpu()
+    for _ in range(6):
+        expected = expected @ expected * 1e-3
+    for _ in range(6):
+        big.addmm_(big, big, beta=0.0, alpha=1e-3)
+    done = torch.tpu.current_stream().record_event()
+    assert not done.query()
+    assert torchtpu.metrics()["donated_buffers"] > donated
+    done.synchronize()
+    torch.testing.assert_close(big.cpu(), expected, rtol=1e-4, atol=1e-6)
+
+
 def test_debug_mode_events_are_done_when_recorded(big):
     with torchtpu.eager_mode("debug"):
         long_chain(big, 2)
