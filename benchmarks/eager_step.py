@@ -19,8 +19,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from train_gpt import GPT, batches, load_text, training_step  # noqa: E402
 
 
-def step_times(device, steps, warmup, compiled_after=None, compile=False):
-    """Median seconds of a training step (after `warmup` steps), with torch.compile if asked."""
+def step_times(device, steps, warmup, compiled_after=None, compile=False, mode="strict"):
+    """Median seconds of a training step (after `warmup` steps) in eager mode `mode` (its eager
+    ops' mode, when compiled), with torch.compile if asked."""
+    with torchtpu.eager_mode(mode):
+        return _step_times(device, steps, warmup, compiled_after, compile)
+
+
+def _step_times(device, steps, warmup, compiled_after, compile):
     data, vocab = load_text()
     torch.manual_seed(0)
     model = GPT(vocab, 64).to(device)

@@ -18,6 +18,7 @@ from timing import median_s  # noqa: E402
 
 
 def main():
+    torchtpu.set_eager_mode("strict")  # the per-op launch (DeferAndFuse's recording: eager_modes.py)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=16, help="elements per tensor")

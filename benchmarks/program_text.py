@@ -39,6 +39,8 @@ def main():
     import torchtpu
     from torchtpu import kernels
 
+    torchtpu.set_eager_mode("strict")  # one program per op, launched at the call
+
     plugin = torchtpu.plugin()
     xla_bridge.register_plugin("torchtpu_plugin", library_path=plugin["path"],
                                options=dict(plugin["options"]))

@@ -4,11 +4,13 @@ One pytest process keeps about one core busy (XLA's compiles and torch's dispatc
 on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
 
 - the OpInfo suite in Strict mode (every dtype), in OPINFO_SHARDS shards (its TORCHTPU_OPINFO_SHARD);
-- the op suites (MODE_SUITES) in DeferAndFuse and in Debug, float32 OpInfo, each mode taking
-  half of OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took
-  25 min of the suite's 2-core time), and the runtime's suites (DEFERRED_RUNTIME_SUITES) in
-  DeferAndFuse;
-- every other test file in Strict mode, one job per file.
+- the OpInfo suite again in DeferAndFuse and in Debug, float32 only, each mode taking half of
+  OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took 25 min of
+  the suite's 2-core time);
+- the other op suites (OP_SUITES) in Strict and in Debug, and the runtime's suites
+  (RUNTIME_SUITES) in Strict;
+- every test file but OpInfo in the environment's eager mode (DeferAndFuse, the default, unless
+  TORCHTPU_EAGER_MODE says otherwise), one job per file.
 
 The jobs share one compile cache folder (TORCHTPU_CACHE_DIR, made for the run unless set), as the
 processes of one machine do: Debug runs the same per-op programs as Strict, so its op suites,
@@ -31,12 +33,13 @@ import threading
 import time
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python")
-MODE_SUITES = ["test_opinfo.py", "test_tensors.py", "test_elementwise.py", "test_nn.py",
-               "test_ops.py", "test_random.py", "test_optim.py"]
+# Op suites besides OpInfo, quick: they run in every eager mode.
+OP_SUITES = ["test_tensors.py", "test_elementwise.py", "test_nn.py", "test_ops.py",
+             "test_random.py", "test_optim.py"]
 # The runtime's behaviour (streams, device-side asserts, errors, pinned memory, processes) again
-# under DeferAndFuse, where a sync point, not the op, runs the work.
-DEFERRED_RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",
-                           "test_pinned_memory.py", "test_processes.py"]
+# in Strict, where the op, not a sync point, runs the work.
+RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",
+                  "test_pinned_memory.py", "test_processes.py"]
 OPINFO_SHARDS = 3
 # Files that run longest go first, so no long job starts last (seconds on a 2-core machine).
 LONG_FILES = ["test_models.py", "test_opinfo_compiled.py", "test_compile_cache_faults.py",
@@ -49,25 +52,25 @@ JOB_TIMEOUT_S = 30 * 60
 
 def jobs():
     """(name, environment overrides, pytest arguments), longest first."""
-    result = [(f"strict opinfo {i}/{OPINFO_SHARDS}", {"TORCHTPU_OPINFO_SHARD": f"{i}/{OPINFO_SHARDS}"},
+    result = [(f"strict opinfo {i}/{OPINFO_SHARDS}",
+               {"TORCHTPU_EAGER_MODE": "strict", "TORCHTPU_OPINFO_SHARD": f"{i}/{OPINFO_SHARDS}"},
                ["test_opinfo.py"]) for i in range(OPINFO_SHARDS)]
     for half, mode in enumerate(("defer_and_fuse", "debug")):  # debug after the Strict shards
-        result.append((f"{mode} op suites",
+        result.append((f"{mode} {'op suites' if mode == 'debug' else 'opinfo'}",
                        {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
                         "TORCHTPU_OPINFO_SHARD": f"{half}/2"},
-                       MODE_SUITES))
-    result.append(("defer_and_fuse runtime suites", {"TORCHTPU_EAGER_MODE": "defer_and_fuse"},
-                   DEFERRED_RUNTIME_SUITES))
+                       ["test_opinfo.py"] + (OP_SUITES if mode == "debug" else [])))
+    result.append(("strict op and runtime suites", {"TORCHTPU_EAGER_MODE": "strict"},
+                   OP_SUITES + RUNTIME_SUITES))
     files = sorted(f for f in os.listdir(TESTS)
                    if f.startswith("test_") and f.endswith(".py") and f != "test_opinfo.py")
     files.sort(key=lambda f: LONG_FILES.index(f) if f in LONG_FILES else len(LONG_FILES))
-    result += [(f"strict {f[:-3]}", {}, [f]) for f in files]
+    result += [(f[:-3], {}, [f]) for f in files]
     return result
 
 
 def run_job(name, env_overrides, files, log_dir):
     env = dict(os.environ, **env_overrides)
-    env.setdefault("TORCHTPU_EAGER_MODE", "strict")
     log = os.path.join(log_dir, name.replace(" ", "_").replace("/", "-") + ".log")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            *(os.path.join(TESTS, f) for f in files)]

@@ -1,6 +1,7 @@
-"""Eager modes: "strict" (default: each op runs as soon as it is called), "debug" (each op also
-waits, so an error surfaces at the op that caused it), "defer_and_fuse" (ops are recorded and run
-as one fused program at the next sync point: a read to the host, synchronize, a mode switch)."""
+"""Eager modes: "defer_and_fuse" (default: ops are recorded and run as one fused program at the
+next sync point: a read to the host, synchronize, a mode switch), "strict" (each op runs as soon as
+it is called), "debug" (Strict, and each op also waits, so an error surfaces at the op that caused
+it)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,6 @@ def eager_mode(mode: str):
 
 
 def _from_environment() -> None:
-    set_eager_mode(_config.choice("TORCHTPU_EAGER_MODE", MODES, "strict"))
+    set_eager_mode(_config.choice("TORCHTPU_EAGER_MODE", MODES, "defer_and_fuse"))
     _C._set_defer_max_nodes(_config.bounded_int("TORCHTPU_DEFER_MAX_NODES",
                                                 _C._defer_max_nodes(), 1, 1_000_000))

@@ -10,7 +10,7 @@
 namespace torchtpu::engine {
 namespace {
 
-std::atomic<int> current_mode{static_cast<int>(EagerMode::kStrict)};
+std::atomic<int> current_mode{static_cast<int>(EagerMode::kDeferAndFuse)};
 
 // Past this many nodes a pending program is run, bounding compile time and memory held
 // (TORCHTPU_DEFER_MAX_NODES, read by the Python package).

@@ -22,24 +22,30 @@ def program(x):
 
 
 def test_selection_api_and_context_manager():
-    assert torchtpu.get_eager_mode() == "strict"
-    with torchtpu.eager_mode("defer_and_fuse"):
-        assert torchtpu.get_eager_mode() == "defer_and_fuse"
-        with torchtpu.eager_mode("debug"):
-            assert torchtpu.get_eager_mode() == "debug"
-        assert torchtpu.get_eager_mode() == "defer_and_fuse"
-    assert torchtpu.get_eager_mode() == "strict"
+    start = torchtpu.get_eager_mode()
+    with torchtpu.eager_mode("strict"):
+        assert torchtpu.get_eager_mode() == "strict"
+        with torchtpu.eager_mode("defer_and_fuse"):
+            assert torchtpu.get_eager_mode() == "defer_and_fuse"
+            with torchtpu.eager_mode("debug"):
+                assert torchtpu.get_eager_mode() == "debug"
+            assert torchtpu.get_eager_mode() == "defer_and_fuse"
+        assert torchtpu.get_eager_mode() == "strict"
+    assert torchtpu.get_eager_mode() == start
     with pytest.raises(ValueError, match="eager mode must be one of strict, debug, "
                                          "defer_and_fuse, not 'lazy'"):
         torchtpu.set_eager_mode("lazy")
 
 
 def test_environment_variable_sets_the_mode_at_start():
-    r = run_python("import torchtpu; print(torchtpu.get_eager_mode())",
-                   TORCHTPU_EAGER_MODE="defer_and_fuse")
-    assert r.stdout.strip() == "defer_and_fuse", r.stderr
-    r = run_python("import torchtpu; print(torchtpu.get_eager_mode())", TORCHTPU_EAGER_MODE="x")
-    assert r.returncode == 0 and r.stdout.strip() == "strict"
+    code = "import torchtpu; print(torchtpu.get_eager_mode())"
+    for mode in ["strict", "debug", "defer_and_fuse"]:
+        r = run_python(code, TORCHTPU_EAGER_MODE=mode)
+        assert r.stdout.strip() == mode, r.stderr
+    r = run_python(code, TORCHTPU_EAGER_MODE=None)
+    assert r.returncode == 0 and r.stdout.strip() == "defer_and_fuse", r.stderr
+    r = run_python(code, TORCHTPU_EAGER_MODE="x")
+    assert r.returncode == 0 and r.stdout.strip() == "defer_and_fuse"
     assert "TORCHTPU_EAGER_MODE" in r.stderr
 
 
