@@ -5,6 +5,8 @@ CPU in each eager mode and compiled, with every op on the device (TORCHTPU_CPU_F
 
 import copy
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -196,18 +198,51 @@ def test_forward_and_adamw_step_match_cpu(name, mode, fallback_error):
         assert bool(((p[tiny] - c[tiny]).abs() <= 2.1 * LR).all())
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
-def test_greedy_generate_matches_cpu(name, mode, fallback_error):
+def _greedy_generate(name, mode, ids, **options):
+    """Greedy generate() of model `name` on the CPU, and a function running it on tpu in `mode`."""
     model = _model(name).eval()
-    ids = torch.randint(2, VOCAB, (2, 6), generator=torch.Generator().manual_seed(2))
-    options = {"max_new_tokens": 4, "do_sample": False, "attention_mask": torch.ones_like(ids)}
+    options = {"do_sample": False, "attention_mask": torch.ones_like(ids), **options}
     expected = model.generate(ids, **options)
     model.to("tpu")
     if mode == "compile":
         model.forward = torch.compile(model.forward, backend="tpu", dynamic=False)
     options["attention_mask"] = options["attention_mask"].to("tpu")
-    with _in_mode(mode):
-        got = model.generate(ids.to("tpu"), **options)
+
+    def on_tpu():
+        with _in_mode(mode):
+            return model.generate(ids.to("tpu"), **options)
+
+    return expected, on_tpu
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
+def test_greedy_generate_matches_cpu(name, mode, fallback_error):
+    ids = torch.randint(2, VOCAB, (2, 6), generator=torch.Generator().manual_seed(2))
+    expected, on_tpu = _greedy_generate(name, mode, ids, max_new_tokens=4)
+    got = on_tpu()
     assert got.device.type == "tpu"
     assert torch.equal(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse", "compile"])
+def test_static_cache_generate_matches_cpu_and_repeats_without_compiling(mode, fallback_error):
+    """generate() with transformers' static KV cache: the CPU's tokens, and a call repeating the
+    earlier ones compiles no program (the first two also compile the setup's)."""
+    ids = torch.randint(2, VOCAB, (1, 5), generator=torch.Generator().manual_seed(2))
+    expected, on_tpu = _greedy_generate("llama", mode, ids, max_new_tokens=3,
+                                        cache_implementation="static")
+    for _ in range(3):
+        before = torchtpu.metrics()["executable_cache_misses"]
+        assert torch.equal(on_tpu().cpu(), expected)
+    assert torchtpu.metrics()["executable_cache_misses"] == before
+
+
+def test_generate_example_runs():
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "generate.py")
+    r = subprocess.run([sys.executable, example, "--tokens", "3,3,3"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if "new tokens" in line]
+    assert len(lines) == 3 and all("equal to the CPU's" in line for line in lines), r.stdout
+    assert " 0 programs compiled" in lines[-1], r.stdout
