@@ -40,9 +40,11 @@ _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailab
 _C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
 _C._set_index_checks(_config.flag("TORCHTPU_INDEX_CHECKS", True))
 
+from .compiles import compile_log, explain_compiles
 from .eager import eager_mode, get_eager_mode, set_eager_mode
 
 eager._from_environment()
+compiles._from_environment()
 # Daemon threads still running tpu ops at exit wait in the engine instead of aborting the process.
 atexit.register(_C._close_for_exit)
 
@@ -77,5 +79,5 @@ def plugin() -> dict:
             "unavailable": _choice.unavailable}
 
 
-__all__ = ["__version__", "distributed_mesh", "eager_mode", "get_eager_mode", "metrics", "plugin",
-           "set_eager_mode"]
+__all__ = ["__version__", "compile_log", "distributed_mesh", "eager_mode", "explain_compiles",
+           "get_eager_mode", "metrics", "plugin", "set_eager_mode"]

@@ -17,6 +17,7 @@
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
 #include "aten/value_checks.h"
+#include "engine/compile_log.h"
 #include "engine/eager.h"
 #include "lowering/registry.h"
 
@@ -487,6 +488,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   check_linalg_errors(schema, args, outputs);
   if (debug) check_finite(schema, outputs);
+  engine::locate_compiles();
   for (c10::IValue& r : results) stack->push_back(std::move(r));
 }
 

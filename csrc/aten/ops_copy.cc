@@ -5,6 +5,7 @@
 #include "aten/TpuHostAllocator.h"
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
+#include "engine/compile_log.h"
 #include "engine/device_asserts.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
@@ -31,6 +32,7 @@ int resolved(engine::Program& p, int value, const at::Tensor& t) {
 // storage is served by the storage's own buffer; anything else runs one program.
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   engine::flush(t.device().index());  // a read to the host: deferred work runs first
+  engine::locate_compiles();
   engine::TensorView v = view_of(t);
   if (v.covers_storage() && v.storage->buffer() && v.storage->type() == v.type &&
       !t.is_conj() && !t.is_neg()) {
@@ -38,7 +40,9 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   }
   engine::Program p(t.device().index());
   p.result(resolved(p, p.read(v), t));
-  return p.run().at(0);
+  std::shared_ptr<pjrt::Buffer> buffer = p.run().at(0);
+  engine::locate_compiles();
+  return buffer;
 }
 
 // non_blocking into pinned memory (as CUDA): the copy is started, and `dst` holds the values

@@ -195,6 +195,23 @@ std::string Program::hlo_text() const {
   return b.module(outputs, donated_);
 }
 
+std::vector<NodeDescription> Program::describe() const {
+  std::vector<NodeDescription> nodes;
+  nodes.reserve(nodes_.size());
+  for (const Node& n : nodes_) {
+    if (n.op.empty()) {
+      nodes.push_back({"argument", {{"shape", n.shape.mlir()}}});
+      continue;
+    }
+    NodeDescription d{n.op, n.attrs.described()};
+    for (auto& [key, value] : d.attrs) {
+      if (key == "type") value = hlo::short_name(n.attrs.type(key));
+    }
+    nodes.push_back(std::move(d));
+  }
+  return nodes;
+}
+
 std::string Program::debug_string() const {
   std::string s;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -258,6 +275,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   try {
     exe = runtime.executables().get_or_compile(
         fingerprint_, [this] { return hlo_text(); }, runtime.client(), &cache_hit_);
+    if (!cache_hit_) log_compile(describe());
   } catch (const pjrt::Error& e) {
     // A program torchtpu built and the plugin refused: say which ops it held.
     static const bool show_text = std::getenv("TORCHTPU_DEBUG_HLO") != nullptr;

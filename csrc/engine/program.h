@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compile_log.h"
 #include "engine/storage.h"
 #include "pjrt/executable.h"
 #include "hlo/fingerprint.h"
@@ -120,6 +121,8 @@ class Program {
   };
 
   StorageState& state_of(StorageHandle* storage);
+  // The nodes as the compile log compares programs (compile_log.h).
+  std::vector<NodeDescription> describe() const;
   int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape,
                    StorageHandle* storage = nullptr);
   void release_storages();

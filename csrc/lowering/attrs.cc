@@ -26,20 +26,26 @@ void Attrs::fingerprint(hlo::Fingerprint& f) const {
   }
 }
 
-std::string Attrs::debug_string() const {
-  std::string s = "{";
+std::vector<std::pair<std::string, std::string>> Attrs::described() const {
+  std::vector<std::pair<std::string, std::string>> result;
   for (const auto& [k, v] : items_) {
-    if (s.size() > 1) s += ", ";
-    s += k + "=";
-    if (auto* i = std::get_if<int64_t>(&v)) s += std::to_string(*i);
-    if (auto* d = std::get_if<double>(&v)) s += std::to_string(*d);
-    if (auto* str = std::get_if<std::string>(&v)) s += *str;
+    std::string s;
+    if (auto* i = std::get_if<int64_t>(&v)) s = std::to_string(*i);
+    if (auto* d = std::get_if<double>(&v)) s = std::to_string(*d);
+    if (auto* str = std::get_if<std::string>(&v)) s = *str;
     if (auto* l = std::get_if<std::vector<int64_t>>(&v)) {
-      s += "[";
+      s = "[";
       for (size_t j = 0; j < l->size(); ++j) s += (j ? "," : "") + std::to_string((*l)[j]);
       s += "]";
     }
+    result.emplace_back(k, std::move(s));
   }
+  return result;
+}
+
+std::string Attrs::debug_string() const {
+  std::string s = "{";
+  for (const auto& [k, v] : described()) s += (s.size() > 1 ? ", " : "") + k + "=" + v;
   return s + "}";
 }
 

@@ -44,6 +44,8 @@ class Attrs {
   }
 
   void fingerprint(hlo::Fingerprint& f) const;
+  // Each attribute as (name, value written out); debug_string() joins them.
+  std::vector<std::pair<std::string, std::string>> described() const;
   std::string debug_string() const;
 
  private:

@@ -8,6 +8,7 @@
 #include "aten/compiled_graph.h"
 #include "aten/ops.h"
 #include "aten/value_checks.h"
+#include "engine/compile_log.h"
 #include "engine/eager.h"
 #include "engine/runtime.h"
 #include "engine/storage.h"
@@ -271,6 +272,7 @@ PYBIND11_MODULE(_C, m) {
        [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; }});
   find_library_dirs();
   aten::set_python_location(python_location);
+  engine::set_python_location(python_location);
   m.def(
       "_configure",
       [](const std::string& plugin_path, const std::string& platform, const py::dict& options,
@@ -283,6 +285,18 @@ PYBIND11_MODULE(_C, m) {
       py::arg("plugin_path"), py::arg("platform"), py::arg("options"), py::arg("unavailable"),
       py::arg("cache_dir"), py::arg("cache_max_bytes"), py::arg("version"),
       py::arg("memory_cache_max_bytes"), py::arg("keep_host_memory"));
+  m.def("_compile_log", [] {
+    py::list records;
+    for (const engine::CompileRecord& r : engine::compile_log()) {
+      records.append(py::make_tuple(r.ops, r.reason, r.where, r.same_ops));
+    }
+    return records;
+  });
+  m.def("_clear_compile_log", &engine::clear_compile_log);
+  m.def("_set_compile_warning_after", [](int64_t programs) {
+    engine::set_compile_warning(
+        [](const std::string& message) { TORCH_WARN("torchtpu: ", message); }, programs);
+  });
   m.def("_start", [] { without_gil([] { return &engine::Runtime::get(); }); });
   m.def("_started", &engine::Runtime::started);
   m.def("_is_in_bad_fork", &engine::in_forked_child);

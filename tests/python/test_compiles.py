@@ -1,0 +1,122 @@
+"""torchtpu.compile_log() and explain_compiles(): each compile says what differed from the
+nearest earlier program of the same ops (an input's sizes, strides, dtype, a static attribute)
+and the Python line that issued it; one warning past TORCHTPU_COMPILE_WARN_AFTER programs of the
+same ops."""
+
+import io
+import threading
+
+import pytest
+import torch
+from conftest import run_python
+
+import torchtpu
+
+HERE = __file__
+
+
+@pytest.fixture
+def log():
+    """The compiles the test makes, in Strict unless it switches."""
+    torchtpu._C._clear_compile_log()
+    with torchtpu.eager_mode("strict"):
+        yield torchtpu.compile_log
+
+
+def line_of(text):
+    with open(HERE) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
+
+
+def test_a_new_size_names_the_input_and_the_line(log):
+    x = torch.ones(2, 41, device="tpu")
+    for n in (37, 38):
+        (x[:, :n] * 3).cpu()  # sizes line
+    last = [r for r in log() if r["ops"] == "mul"]
+    assert last[0]["reason"] == "the first program of these ops"
+    assert last[1]["reason"].startswith("input 0: sizes [2,38] instead of [2,37]")
+    assert last[1]["where"] == f"{HERE}:{line_of('# sizes line')}"
+    assert last[1]["same_ops"] == 2
+
+
+def test_dtype_strides_and_static_attributes(log):
+    x = torch.arange(42.0).reshape(6, 7).to("tpu")
+    (x - 1).cpu()
+    (x.double() - 1).cpu()
+    (x.t() - 1).cpu()
+    torch.roll(x, 3, 0).cpu()
+    torch.roll(x, 4, 0).cpu()
+    subs = [r["reason"] for r in log() if r["ops"] == "sub"]
+    assert subs[1].startswith("input 0: type f64 instead of f32"), subs
+    assert subs[2].startswith("input 0: sizes [7,6] instead of [6,7], strides [1,7] instead of "
+                              "[7,1]"), subs
+    rolls = [r["reason"] for r in log() if r["ops"] == "roll"]
+    assert rolls[-1] == "roll (node 2): shifts [4] instead of [3]", rolls
+
+
+def test_defer_and_fuse_programs_are_logged_at_their_sync_point(log):
+    with torchtpu.eager_mode("defer_and_fuse"):
+        for n in (43, 44, 45):
+            (torch.ones(3, n, device="tpu").softmax(-1) * 2).sum().item()  # sync line
+    fused = [r for r in log() if r["ops"].endswith("ops: cast ... sum")]
+    assert len(fused) == 3, log()
+    assert fused[2]["reason"].startswith("input 0: sizes [3,45] instead of [3,44]")
+    assert all(r["where"] == f"{HERE}:{line_of('# sync line')}" for r in fused)
+
+
+def test_explain_compiles_groups_one_varying_size(log):
+    x = torch.ones(64, device="tpu")
+    for n in range(46, 52):
+        (x[:n] + 5).cpu()
+    out = io.StringIO()
+    rows = torchtpu.explain_compiles(top=3, file=out)
+    assert rows[0]["ops"] == "add" and rows[0]["count"] == 5
+    assert rows[0]["reason"].startswith("input 0: sizes [51] instead of [50]")
+    assert "programs compiled in this process" in out.getvalue()
+    assert f"add at {HERE}:" in out.getvalue()
+
+
+def test_a_cached_program_is_not_logged(log):
+    x = torch.ones(52, device="tpu")
+    (x * 7).cpu()
+    before = len(log())
+    (x * 8).cpu()  # the same program: Python scalars are arguments
+    assert len(log()) == before
+
+
+def test_one_warning_past_the_threshold():
+    code = """
+        import warnings, torch, torchtpu
+        torchtpu.set_eager_mode("strict")
+        x = torch.ones(64, device="tpu")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(1, 9):
+                (x[:n] * 3).cpu()
+        print([str(w.message) for w in caught if "programs of the same ops" in str(w.message)])
+    """
+    r = run_python(code, TORCHTPU_COMPILE_WARN_AFTER="3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("programs of the same ops") == 1, r.stdout
+    assert "compiled 4 programs of the same ops (mul)" in r.stdout
+    assert "input 0: sizes [4] instead of [3]" in r.stdout and "(at <string>:8)" in r.stdout
+    r = run_python(code, TORCHTPU_COMPILE_WARN_AFTER="0")
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_warning_count_setting_is_checked():
+    r = run_python("import torchtpu", TORCHTPU_COMPILE_WARN_AFTER="many")
+    assert r.returncode == 0 and "TORCHTPU_COMPILE_WARN_AFTER" in r.stderr
+
+
+def test_each_thread_locates_its_own_compiles(log):
+    def work(n):
+        (torch.ones(n, 53, device="tpu") * 2).cpu()  # thread line
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = {r["where"] for r in log() if r["ops"] == "mul"}
+    assert lines == {f"{HERE}:{line_of('# thread line')}"}, log()

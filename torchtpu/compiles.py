@@ -1,0 +1,56 @@
+"""Why programs were compiled: every executable-cache miss of this process, with what differed
+from the nearest earlier program of the same ops (an input's sizes, strides, element type, a
+static attribute) and, for programs run at the op (Strict, Debug), the Python line that called it.
+
+    torchtpu.compile_log()        # one dict per compile, oldest first
+    torchtpu.explain_compiles()   # the most frequent reasons, printed and returned
+
+Past TORCHTPU_COMPILE_WARN_AFTER programs of the same ops (64; 0 turns it off), one warning per
+op sequence says so.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+
+from . import _C, _config
+
+DEFAULT_WARN_AFTER = 64
+
+
+def compile_log() -> list[dict]:
+    """Each compile of this process (the last 10,000), oldest first: `ops` (the program's ops),
+    `reason`, `where` (the Python line, "" when not known: DeferAndFuse's programs run at a sync
+    point) and `same_ops` (programs of the same ops compiled so far, this one included)."""
+    return [{"ops": ops, "reason": reason, "where": where, "same_ops": same_ops}
+            for ops, reason, where, same_ops in _C._compile_log()]
+
+
+def _kind(reason: str) -> str:
+    """The reason without its numbers, so that compiles over one varying size group together."""
+    return re.sub(r"-?\d+", "#", reason)
+
+
+def explain_compiles(top: int = 10, file=None) -> list[dict]:
+    """The `top` most frequent (ops, Python line, kind of reason) of this process's compiles,
+    most frequent first, each with its count and its latest reason; also printed to `file`
+    (stdout by default)."""
+    log = compile_log()
+    counts = Counter((r["ops"], r["where"], _kind(r["reason"])) for r in log)
+    latest = {(r["ops"], r["where"], _kind(r["reason"])): r["reason"] for r in log}
+    rows = [{"count": n, "ops": ops, "where": where, "reason": latest[ops, where, kind]}
+            for (ops, where, kind), n in counts.most_common(top)]
+    out = file if file is not None else sys.stdout
+    print(f"torchtpu: {len(log)} programs compiled in this process; the most frequent reasons:",
+          file=out)
+    for row in rows:
+        where = f" at {row['where']}" if row["where"] else ""
+        print(f"  {row['count']:6}  {row['ops']}{where}: {row['reason']}", file=out)
+    return rows
+
+
+def _from_environment() -> None:
+    _C._set_compile_warning_after(
+        _config.bounded_int("TORCHTPU_COMPILE_WARN_AFTER", DEFAULT_WARN_AFTER, 0, 1 << 30))
