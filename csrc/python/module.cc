@@ -53,7 +53,11 @@ std::string python_location() {
     std::string name = file != nullptr ? file : "";
     bool library = false;
     for (const std::string& dir : library_dirs()) library = library || name.rfind(dir, 0) == 0;
-    if (!library && !name.empty()) where = name + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    // FX's generated code (a compiled graph's eager run or capture) is torch's too.
+    bool generated = name.rfind("<eval_with_key>", 0) == 0;
+    if (!library && !generated && !name.empty()) {
+      where = name + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    }
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
@@ -229,6 +233,7 @@ class PyCompiledGraph {
     std::string why = without_gil([&] {
       return graph_.end_capture(sig, tensors, outputs, want_hlo ? &text : nullptr);
     });
+    engine::locate_compiles();  // the captured program, compiled at its end
     if (why.empty()) outputs_[std::string(sig)] = like;
     return py::make_tuple(why, text);
   }

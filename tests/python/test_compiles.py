@@ -120,3 +120,18 @@ def test_each_thread_locates_its_own_compiles(log):
         t.join()
     lines = {r["where"] for r in log() if r["ops"] == "mul"}
     assert lines == {f"{HERE}:{line_of('# thread line')}"}, log()
+
+
+def test_a_compiled_graphs_programs_name_a_line_of_the_caller_not_fx_code(log):
+    @torch.compile(backend="tpu", dynamic=False)
+    def f(x):
+        return (x.cos() * 3).sum(0)
+
+    for n in (54, 55):
+        x = torch.ones(n, 3, device="tpu")
+        torch.tpu.synchronize()
+        f(x)
+    captured = [r for r in log() if r["ops"] == "3 ops: cos ... sum"]
+    assert len(captured) == 2, log()
+    assert captured[1]["reason"].startswith("input 0: sizes [55,3] instead of [54,3]")
+    assert all(r["where"].startswith(f"{HERE}:") for r in captured), captured
