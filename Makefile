@@ -52,6 +52,7 @@ bench: build
 	$(PY) benchmarks/ddp_step.py
 	$(PY) benchmarks/kernels.py
 	$(PY) benchmarks/program_text.py
+	$(PY) benchmarks/bounded_shapes.py
 	$(PY) benchmarks/train_mfu.py
 	$(PY) benchmarks/default_mode.py
 
