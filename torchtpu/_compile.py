@@ -80,6 +80,10 @@ class _Graph:
         self.debug = _debug_directory()
         self.scalars_move = not _has_cpu_output(gm) if scalars_move is None else scalars_move
         self.mutated = _mutated_inputs(gm)
+        # Where the 0-d CPU tensor inputs are, and a tpu input: found at the first call (Dynamo's
+        # guards keep each input's device and rank for this graph).
+        self.scalar_positions: list[int] | None = None
+        self.device_position: int | None = None
         _write_fx(name, gm)
 
     def __call__(self, args: list) -> list:
@@ -110,17 +114,24 @@ class _Graph:
         """0-d CPU tensor inputs (a Python float Dynamo turned into a tensor, a model's CPU
         scalar) become tpu tensors, arguments of the program as Python scalars are in eager mode,
         instead of values baked into it or a reason to run eagerly. Returns (index, the CPU
-        tensor) of those the graph writes."""
-        device = next((a.device for a in args
-                       if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
-        if device is None or not self.scalars_move:
+        tensor) of those the graph writes. (An input at another position that were a 0-d CPU
+        tensor all the same would make the graph run eagerly, with a warning: still right.)"""
+        if not self.scalars_move:
             return []
+        if self.scalar_positions is None:
+            tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            self.scalar_positions = [i for i, a in tensors
+                                     if a.device.type == "cpu" and a.dim() == 0]
+            self.device_position = next((i for i, a in tensors if a.device.type == "tpu"), None)
+        if not self.scalar_positions or self.device_position is None:
+            return []
+        device = args[self.device_position].device
         moved = []
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0:
-                args[i] = a.to(device)
-                if i in self.mutated:
-                    moved.append((i, a))
+        for i in self.scalar_positions:
+            cpu = args[i]
+            args[i] = cpu.to(device)
+            if i in self.mutated:
+                moved.append((i, cpu))
         return moved
 
     def _capture(self, args: list, signature: bytes) -> list:
