@@ -88,6 +88,7 @@ int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Att
   fingerprint_.add(op);
   fingerprint_.add_ints(inputs);
   attrs.fingerprint(fingerprint_);
+  if (op == "convolution") ++convolutions_;
   int first = static_cast<int>(nodes_.size());
   nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), {}});
   for (int i = 1; i < num_outputs; ++i) nodes_.push_back(Node{"#", {first}, {}, {}, i});

@@ -95,6 +95,7 @@ class Program {
   // A storage that died before the program ran: its contents are no longer an output.
   void forget(StorageHandle* storage);
   size_t size() const { return nodes_.size(); }
+  int convolutions() const { return convolutions_; }
   // Whether the last run found its executable in the cache.
   bool cache_hit() const { return cache_hit_; }
 
@@ -136,6 +137,7 @@ class Program {
   std::vector<int> results_;
   hlo::Fingerprint fingerprint_;
   bool cache_hit_ = false;
+  int convolutions_ = 0;
   // (argument, output) pairs whose output reuses the argument's buffer (see run()).
   std::vector<std::pair<int, int>> donated_;
 };

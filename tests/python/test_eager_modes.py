@@ -1,6 +1,8 @@
 """Strict, Debug and DeferAndFuse: how they are chosen, when deferred work runs, and that all
 three compute the same results."""
 
+import copy
+
 import pytest
 import torch
 
@@ -289,3 +291,34 @@ def test_a_loop_that_reads_a_value_every_step_is_cut_only_there():
         after = metrics()
     assert after["deferred_flushes"] - before["deferred_flushes"] == 4
     assert after["deferred_cache_misses"] == before["deferred_cache_misses"]
+
+
+@pytest.mark.parametrize("convolutions", [1, 2])
+def test_a_convolution_chains_backward_is_a_program_of_its_own(convolutions):
+    """On the CPU plugin, DeferAndFuse cuts a program holding two convolutions or more where the
+    autograd engine's thread starts recording the backward pass (one program of their forward
+    and backward runs slower there); with one convolution the step stays one program. Either
+    way the losses are Strict's."""
+    layers = [torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU()]
+    if convolutions == 2:
+        layers += [torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.ReLU()]
+    layers += [torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3)]
+    x, y = torch.randn(2, 3, 6, 6), torch.randint(3, (2,))
+    results = {}
+    for mode in ["strict", "defer_and_fuse"]:
+        model = torch.nn.Sequential(*copy.deepcopy(layers)).to("tpu")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        with torchtpu.eager_mode(mode):
+            for step in range(5):
+                if step == 2:
+                    before = metrics()["deferred_flushes"]
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x.to("tpu")), y.to("tpu"))
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            flushes = metrics()["deferred_flushes"] - before
+        results[mode] = losses
+    assert flushes == 3 * convolutions  # 3 steps, each one program or two
+    torch.testing.assert_close(results["defer_and_fuse"], results["strict"])
