@@ -31,8 +31,8 @@ def main():
                         help="skip the CPU inductor run (its first compile takes minutes here)")
     args = parser.parse_args()
     rows = {}
-    rows["tpu compiled"] = step_times("tpu", args.steps, args.warmup, compile=True)
-    rows["tpu strict eager"] = step_times("tpu", args.steps, args.warmup)
+    rows["tpu compiled"] = step_times("tpu", args.steps, args.warmup, compile=True, mode="strict")
+    rows["tpu strict eager"] = step_times("tpu", args.steps, args.warmup, mode="strict")
     rows["cpu eager"] = step_times("cpu", args.steps, args.warmup)
     if not args.no_inductor:
         rows["cpu inductor"] = step_times("cpu", args.steps, args.warmup, compile=True)

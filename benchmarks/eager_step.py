@@ -19,10 +19,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from train_gpt import GPT, batches, load_text, training_step  # noqa: E402
 
 
-def step_times(device, steps, warmup, compiled_after=None, compile=False, mode="strict"):
+def step_times(device, steps, warmup, compiled_after=None, compile=False, mode=None):
     """Median seconds of a training step (after `warmup` steps) in eager mode `mode` (its eager
-    ops' mode, when compiled), with torch.compile if asked."""
-    with torchtpu.eager_mode(mode):
+    ops' mode, when compiled; the current mode if None), with torch.compile if asked."""
+    with torchtpu.eager_mode(mode or torchtpu.get_eager_mode()):
         return _step_times(device, steps, warmup, compiled_after, compile)
 
 
@@ -52,7 +52,7 @@ def main():
     # Nothing else may run on the machine meanwhile: on 2 cores, a concurrent job slows the
     # CPU eager run by an order of magnitude.
     cpu = step_times("cpu", args.steps, args.warmup)
-    tpu = step_times("tpu", args.steps, args.warmup, compiled)
+    tpu = step_times("tpu", args.steps, args.warmup, compiled, mode="strict")
     print(f"train_gpt step (batch 16 x 64 tokens, 4 layers, width 128), median of {args.steps} "
           f"steps after {args.warmup} warm-up")
     print(f"  cpu eager    {cpu * 1000:8.1f} ms")
