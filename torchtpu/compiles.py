@@ -1,6 +1,6 @@
 """Why programs were compiled: every executable-cache miss of this process, with what differed
 from the nearest earlier program of the same ops (an input's sizes, strides, element type, a
-static attribute) and, for programs run at the op (Strict, Debug), the Python line that called it.
+static attribute) and the Python line that issued it (in DeferAndFuse, the sync point's).
 
     torchtpu.compile_log()        # one dict per compile, oldest first
     torchtpu.explain_compiles()   # the most frequent reasons, printed and returned
@@ -22,8 +22,9 @@ DEFAULT_WARN_AFTER = 64
 
 def compile_log() -> list[dict]:
     """Each compile of this process (the last 10,000), oldest first: `ops` (the program's ops),
-    `reason`, `where` (the Python line, "" when not known: DeferAndFuse's programs run at a sync
-    point) and `same_ops` (programs of the same ops compiled so far, this one included)."""
+    `reason`, `where` (the Python line, in DeferAndFuse the sync point's; "" when not known, as
+    on a thread running no Python) and `same_ops` (programs of the same ops compiled so far,
+    this one included)."""
     return [{"ops": ops, "reason": reason, "where": where, "same_ops": same_ops}
             for ops, reason, where, same_ops in _C._compile_log()]
 
@@ -38,8 +39,9 @@ def explain_compiles(top: int = 10, file=None) -> list[dict]:
     most frequent first, each with its count and its latest reason; also printed to `file`
     (stdout by default)."""
     log = compile_log()
-    counts = Counter((r["ops"], r["where"], _kind(r["reason"])) for r in log)
-    latest = {(r["ops"], r["where"], _kind(r["reason"])): r["reason"] for r in log}
+    keys = [(r["ops"], r["where"], _kind(r["reason"])) for r in log]
+    counts = Counter(keys)
+    latest = {key: r["reason"] for key, r in zip(keys, log)}
     rows = [{"count": n, "ops": ops, "where": where, "reason": latest[ops, where, kind]}
             for (ops, where, kind), n in counts.most_common(top)]
     out = file if file is not None else sys.stdout

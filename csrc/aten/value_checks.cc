@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "aten/tensor_view.h"
+#include "engine/compile_log.h"
 #include "engine/device_asserts.h"
 
 namespace torchtpu::aten {
@@ -218,7 +219,6 @@ const char* checked_linalg_op(const std::string& op) {
   return nullptr;
 }
 
-std::string (*python_location)() = nullptr;
 std::atomic<bool> index_checks{true};
 
 // A failed device-side check, as PyTorch's CPU kernel would raise it.
@@ -243,7 +243,7 @@ std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::Funct
   if (!index_checks.load(std::memory_order_relaxed)) return {};
   std::vector<IndexAssert> asserts = index_bounds(rule, schema, args);
   if (asserts.empty()) return asserts;
-  std::string where = python_location ? python_location() : std::string();
+  std::string where = engine::python_location();
   for (IndexAssert& a : asserts) name_check(a, schema.name(), where);
   return asserts;
 }
@@ -251,7 +251,7 @@ std::vector<IndexAssert> index_asserts(const std::string& rule, const c10::Funct
 std::vector<IndexAssert> zero_asserts(
     const std::string& op, const std::vector<std::pair<at::Tensor, std::string>>& flags) {
   if (!index_checks.load(std::memory_order_relaxed)) return {};
-  std::string where = python_location ? python_location() : std::string();
+  std::string where = engine::python_location();
   std::vector<IndexAssert> asserts;
   for (const auto& [flag, message] : flags) {
     asserts.push_back({flag, 0, 1, std::nullopt, {false, message}, 0});
@@ -291,8 +291,6 @@ void check_linalg_errors(const c10::FunctionSchema& schema, const std::vector<c1
     }
   }
 }
-
-void set_python_location(std::string (*location)()) { python_location = location; }
 
 void set_index_checks(bool enabled) { index_checks = enabled; }
 

@@ -39,8 +39,6 @@ std::vector<IndexAssert> zero_asserts(const std::string& op,
 void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& asserts);
 // TORCHTPU_INDEX_CHECKS=0 turns those checks off (on by default).
 void set_index_checks(bool enabled);
-// Where the op was called from ("file.py:12"), given by the Python bindings.
-void set_python_location(std::string (*location)());
 // PyTorch's linear algebra kernels raise LinAlgError where a factorization fails (a matrix that
 // is singular, or not positive-definite), reading its `info` on the host (on CUDA too): the
 // lowered ops that take check_errors=True do the same after they run, and so does

@@ -25,9 +25,8 @@ struct History {
 
 std::mutex mutex;
 std::unordered_map<uint64_t, History> histories;  // by a hash of the program's op sequence
-std::deque<CompileRecord> records;
-std::deque<uint64_t> numbers;  // parallel to records: each one's number
-uint64_t logged = 0;           // records logged so far
+std::deque<CompileRecord> records;  // the last ones: numbers logged - size + 1 ... logged
+uint64_t logged = 0;                 // records logged so far
 uint64_t clock = 0;
 size_t kept_nodes = 0;  // over every history's `recent`
 void (*warn)(const std::string&) = nullptr;
@@ -121,7 +120,7 @@ void forget_oldest_half() {
 
 }  // namespace
 
-void log_compile(const std::vector<NodeDescription>& nodes) {
+void log_compile(std::vector<NodeDescription> nodes) {
   std::lock_guard<std::mutex> lock(mutex);
   if (histories.size() >= kMaxOpSequences || kept_nodes + nodes.size() > kMaxKeptNodes) {
     forget_oldest_half();
@@ -129,9 +128,9 @@ void log_compile(const std::vector<NodeDescription>& nodes) {
   History& history = histories[op_sequence(nodes)];
   CompileRecord record{label(nodes), reason_for(nodes, history), "", ++history.count};
   history.last_use = ++clock;
-  history.recent.push_front(nodes);
   history.nodes += nodes.size();
   kept_nodes += nodes.size();
+  history.recent.push_front(std::move(nodes));
   if (history.recent.size() > kComparedPerOps) {
     history.nodes -= history.recent.back().size();
     kept_nodes -= history.recent.back().size();
@@ -144,24 +143,20 @@ void log_compile(const std::vector<NodeDescription>& nodes) {
                       record.reason;
   }
   records.push_back(std::move(record));
-  numbers.push_back(++logged);
-  unlocated.push_back(logged);
-  if (records.size() > kMaxRecords) {
-    records.pop_front();
-    numbers.pop_front();
-  }
+  unlocated.push_back(++logged);
+  if (records.size() > kMaxRecords) records.pop_front();
 }
 
 void locate_compiles() {
   if (unlocated.empty()) return;
-  std::string where = location_hook != nullptr ? location_hook() : "";
+  std::string where = python_location();
   std::string message;
   void (*warn_now)(const std::string&) = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex);
+    uint64_t first = logged + 1 - records.size();  // the number of records.front()
     for (uint64_t n : unlocated) {
-      if (numbers.empty() || n < numbers.front()) continue;  // no longer kept
-      records[n - numbers.front()].where = where;
+      if (n >= first) records[n - first].where = where;  // else no longer kept
     }
     if (!pending_warning.empty() && warn != nullptr) {
       warn_now = warn;
@@ -175,6 +170,8 @@ void locate_compiles() {
   if (warn_now != nullptr) warn_now(message);
 }
 
+std::string python_location() { return location_hook != nullptr ? location_hook() : ""; }
+
 void set_python_location(std::string (*location)()) { location_hook = location; }
 
 std::vector<CompileRecord> compile_log() {
@@ -185,7 +182,6 @@ std::vector<CompileRecord> compile_log() {
 void clear_compile_log() {
   std::lock_guard<std::mutex> lock(mutex);
   records.clear();
-  numbers.clear();
   histories.clear();
   kept_nodes = 0;
 }

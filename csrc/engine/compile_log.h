@@ -27,12 +27,14 @@ struct CompileRecord {
 
 // Logs a miss: `nodes` in program order. Programs run under the recording lock, where the
 // interpreter's lock must not be taken, so the Python line comes later: locate_compiles().
-void log_compile(const std::vector<NodeDescription>& nodes);
+void log_compile(std::vector<NodeDescription> nodes);
 // Gives the compiles this thread logged since its last call the Python line running now, and
 // says a warning they crossed. For a thread holding no engine lock (the end of an op, a read to
 // the host); nothing to do, and cheap, when it logged none.
 void locate_compiles();
-// Where the Python line comes from (the Python module sets it; without it, lines stay empty).
+// The Python line running now ("train.py:12"; empty without the hook the Python module sets).
+// It takes the interpreter's lock: only for a thread holding no engine lock.
+std::string python_location();
 void set_python_location(std::string (*location)());
 // The last records, oldest first (at most kMaxRecords).
 std::vector<CompileRecord> compile_log();

@@ -1,6 +1,5 @@
 #include "engine/program.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -246,6 +245,8 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   size_t written = 0;
   donated_.clear();
   std::vector<int64_t> keep;  // arguments the program may take over that this run must not give
+  // The buffers given over, which outlive this program in the launch (Runtime::execute's `hold`).
+  std::shared_ptr<std::vector<std::shared_ptr<pjrt::Buffer>>> given;
   for (const StorageState& s : storages_) {
     if (s.written && s.storage != nullptr) {
       fingerprint_.add(int64_t{-3});
@@ -261,7 +262,12 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
         donated_.emplace_back(s.argument, static_cast<int>(written));
         fingerprint_.add(int64_t{-4});
         fingerprint_.add(int64_t{s.argument});
-        if (!now) keep.push_back(s.argument);
+        if (!now) {
+          keep.push_back(s.argument);
+        } else {
+          if (!given) given = std::make_shared<std::vector<std::shared_ptr<pjrt::Buffer>>>();
+          given->push_back(arguments_[s.argument]);
+        }
         if (launch != nullptr) launch->donated.push_back(s.argument);
       }
       ++written;
@@ -288,16 +294,6 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   for (const auto& a : arguments_) args.push_back(a->raw());
   std::vector<std::shared_ptr<pjrt::Buffer>> outputs;
   count_donations(donated_.size() - keep.size());
-  // The buffers given over outlive this program in the launch (Runtime::execute's `hold`).
-  std::shared_ptr<std::vector<std::shared_ptr<pjrt::Buffer>>> given;
-  if (donated_.size() > keep.size()) {
-    given = std::make_shared<std::vector<std::shared_ptr<pjrt::Buffer>>>();
-    for (const auto& [argument, output] : donated_) {
-      if (std::find(keep.begin(), keep.end(), argument) == keep.end()) {
-        given->push_back(arguments_[argument]);
-      }
-    }
-  }
   try {
     outputs = runtime.execute(*exe, args, device_, keep, given);
   } catch (const pjrt::Error& e) {

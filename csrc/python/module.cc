@@ -276,7 +276,6 @@ PYBIND11_MODULE(_C, m) {
        },
        [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; }});
   find_library_dirs();
-  aten::set_python_location(python_location);
   engine::set_python_location(python_location);
   m.def(
       "_configure",
