@@ -3,6 +3,7 @@
     python -m torchtpu.cache stats          # entries, bytes, hit rate
     python -m torchtpu.cache clear          # remove every entry
     python -m torchtpu.cache prune [--max-bytes N]   # evict least recently used entries
+    python -m torchtpu.cache explain FILE [--top N]  # why a recorded run compiled (see compiles)
 
 TORCHTPU_CACHE_DIR chooses the folder (default ~/.cache/torchtpu), TORCHTPU_CACHE=0 turns the
 cache off, TORCHTPU_CACHE_MAX_BYTES bounds it (default 4 GiB). The folder must be the user's own and
@@ -161,9 +162,23 @@ def prune(folder: str, limit: int) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchtpu.cache", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["stats", "clear", "prune"])
+    parser.add_argument("command", choices=["stats", "clear", "prune", "explain"])
+    parser.add_argument("log", nargs="?", help="explain: a file TORCHTPU_COMPILE_LOG wrote")
     parser.add_argument("--max-bytes", type=int, default=None)
+    parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
+    if args.command == "explain":
+        if args.log is None:
+            parser.error("explain needs the file a run wrote with TORCHTPU_COMPILE_LOG=FILE")
+        from . import compiles
+
+        try:
+            log = compiles.load(args.log)
+        except (OSError, ValueError) as e:
+            print(f"cannot read the compile log {args.log}: {e}")
+            return 1
+        compiles.explain_compiles(args.top, log=log)
+        return 0
     folder = directory()
     if folder is None:
         print("the compile cache is off (TORCHTPU_CACHE=0)")

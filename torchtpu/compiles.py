@@ -5,12 +5,16 @@ static attribute) and the Python line that issued it (in DeferAndFuse, the sync 
     torchtpu.compile_log()        # one dict per compile, oldest first
     torchtpu.explain_compiles()   # the most frequent reasons, printed and returned
 
-Past TORCHTPU_COMPILE_WARN_AFTER programs of the same ops (64; 0 turns it off), one warning per
-op sequence says so.
+Past TORCHTPU_COMPILE_WARN_AFTER programs compiled at one Python line (64; 0 turns it off), one
+warning per line says so. TORCHTPU_COMPILE_LOG=FILE appends each process's log to FILE at exit
+(a JSON object a line), and `python -m torchtpu.cache explain FILE` explains that recorded run.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
 import re
 import sys
 from collections import Counter
@@ -34,25 +38,47 @@ def _kind(reason: str) -> str:
     return re.sub(r"-?\d+", "#", reason)
 
 
-def explain_compiles(top: int = 10, file=None) -> list[dict]:
-    """The `top` most frequent (ops, Python line, kind of reason) of this process's compiles,
-    most frequent first, each with its count and its latest reason; also printed to `file`
-    (stdout by default)."""
-    log = compile_log()
+def explain_compiles(top: int = 10, file=None, log: list[dict] | None = None) -> list[dict]:
+    """The `top` most frequent (ops, Python line, kind of reason) of this process's compiles (or
+    of `log`, records as compile_log() gives them), most frequent first, each with its count and
+    its latest reason; also printed to `file` (stdout by default)."""
+    whose = "in this process" if log is None else "in the recorded run"
+    log = compile_log() if log is None else log
     keys = [(r["ops"], r["where"], _kind(r["reason"])) for r in log]
     counts = Counter(keys)
     latest = {key: r["reason"] for key, r in zip(keys, log)}
     rows = [{"count": n, "ops": ops, "where": where, "reason": latest[ops, where, kind]}
             for (ops, where, kind), n in counts.most_common(top)]
     out = file if file is not None else sys.stdout
-    print(f"torchtpu: {len(log)} programs compiled in this process; the most frequent reasons:",
-          file=out)
+    print(f"torchtpu: {len(log)} programs compiled {whose}; the most frequent reasons:", file=out)
     for row in rows:
         where = f" at {row['where']}" if row["where"] else ""
         print(f"  {row['count']:6}  {row['ops']}{where}: {row['reason']}", file=out)
     return rows
 
 
+def load(path: str) -> list[dict]:
+    """The records TORCHTPU_COMPILE_LOG saved in `path`, of every process that saved there."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _save(path: str) -> None:
+    """Appends this process's log to `path` (one write, so processes sharing a file do not
+    interleave their lines), each record with the process id."""
+    pid = os.getpid()
+    text = "".join(json.dumps({**r, "pid": pid}) + "\n" for r in compile_log())
+    try:
+        with open(path, "a") as f:
+            f.write(text)
+    except OSError as e:
+        print(f"torchtpu: cannot save the compile log to {path} (TORCHTPU_COMPILE_LOG): {e}",
+              file=sys.stderr)
+
+
 def _from_environment() -> None:
     _C._set_compile_warning_after(
         _config.bounded_int("TORCHTPU_COMPILE_WARN_AFTER", DEFAULT_WARN_AFTER, 0, 1 << 30))
+    path = os.environ.get("TORCHTPU_COMPILE_LOG")
+    if path:
+        atexit.register(_save, path)

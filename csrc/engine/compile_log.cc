@@ -1,8 +1,12 @@
 #include "engine/compile_log.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace torchtpu::engine {
@@ -14,10 +18,14 @@ namespace {
 constexpr size_t kComparedPerOps = 8;
 constexpr size_t kMaxOpSequences = 4096;
 constexpr size_t kMaxKeptNodes = 200000;
+// Call sites remembered for the warning, and per site the (ops, input, dimension) whose sizes it
+// keeps, and how many distinct sizes of each.
+constexpr size_t kMaxSites = 4096;
+constexpr size_t kMaxDimensionsPerSite = 256;
+constexpr size_t kMaxSizesPerDimension = 1024;
 
 struct History {
   int64_t count = 0;
-  bool warned = false;
   std::deque<std::vector<NodeDescription>> recent;
   size_t nodes = 0;  // in `recent`
   uint64_t last_use = 0;
@@ -33,9 +41,52 @@ void (*warn)(const std::string&) = nullptr;
 int64_t threshold = 0;
 std::string (*location_hook)() = nullptr;
 
-// This thread's compiles awaiting their Python line (by number), and the warning they crossed.
-thread_local std::vector<uint64_t> unlocated;
-thread_local std::string pending_warning;
+// A compile awaiting its Python line: its record's number, its ops and each input's sizes.
+struct Unlocated {
+  uint64_t number;
+  std::string ops;
+  std::vector<std::vector<int64_t>> input_sizes;
+};
+thread_local std::vector<Unlocated> unlocated;
+
+// The programs one call site compiled (a Python line; the ops, where no line is known).
+using Dimension = std::tuple<std::string, int, int>;  // (ops, input, dimension)
+struct Site {
+  int64_t count = 0;
+  bool warned = false;
+  uint64_t last_use = 0;
+  std::map<Dimension, std::set<int64_t>> sizes;  // the sizes each input dimension took
+};
+std::unordered_map<std::string, Site> sites;
+
+// "[2,4]" -> {2, 4}.
+std::vector<int64_t> parse_sizes(const std::string& text) {
+  std::vector<int64_t> sizes;
+  const char* p = text.c_str();
+  while (*p != '\0') {
+    char* end = nullptr;
+    long long v = std::strtoll(p, &end, 10);
+    if (end == p) {
+      ++p;
+    } else {
+      sizes.push_back(v);
+      p = end;
+    }
+  }
+  return sizes;
+}
+
+std::vector<std::vector<int64_t>> input_sizes(const std::vector<NodeDescription>& nodes) {
+  std::vector<std::vector<int64_t>> inputs;
+  for (const NodeDescription& n : nodes) {
+    if (n.op != "view_read") continue;
+    inputs.emplace_back();
+    for (const auto& [key, value] : n.attrs) {
+      if (key == "sizes") inputs.back() = parse_sizes(value);
+    }
+  }
+  return inputs;
+}
 
 bool structural(const std::string& op) {
   return op == "argument" || op == "view_read" || op == "view_write" || op == "zeros" ||
@@ -107,15 +158,55 @@ std::string reason_for(const std::vector<NodeDescription>& nodes, const History&
   return reason;
 }
 
-void forget_oldest_half() {
-  std::vector<std::pair<uint64_t, uint64_t>> uses;  // (last use, key)
-  for (const auto& [key, h] : histories) uses.emplace_back(h.last_use, key);
+// Forgets the least recently used half of `map`'s entries, calling `forget` on each first.
+template <typename Map, typename Forget>
+void forget_oldest_half(Map& map, Forget forget) {
+  std::vector<std::pair<uint64_t, typename Map::key_type>> uses;  // (last use, key)
+  for (const auto& [key, entry] : map) uses.emplace_back(entry.last_use, key);
   std::sort(uses.begin(), uses.end());
   for (size_t i = 0; i < uses.size() / 2; ++i) {
-    uint64_t key = uses[i].second;
-    kept_nodes -= histories[key].nodes;
-    histories.erase(key);
+    auto found = map.find(uses[i].second);
+    forget(found->second);
+    map.erase(found);
   }
+}
+
+// Counts a located compile at its site; past the threshold, the one warning for that site.
+std::string count_at_site(const std::string& where, const Unlocated& compile,
+                          const std::string& reason) {
+  if (sites.size() >= kMaxSites) forget_oldest_half(sites, [](const Site&) {});
+  Site& site = sites[where.empty() ? "ops " + compile.ops : where];
+  site.last_use = clock;
+  ++site.count;
+  for (size_t input = 0; input < compile.input_sizes.size(); ++input) {
+    const std::vector<int64_t>& sizes = compile.input_sizes[input];
+    for (size_t dim = 0; dim < sizes.size(); ++dim) {
+      Dimension key{compile.ops, static_cast<int>(input), static_cast<int>(dim)};
+      auto found = site.sizes.find(key);
+      if (found == site.sizes.end() && site.sizes.size() >= kMaxDimensionsPerSite) continue;
+      std::set<int64_t>& seen = site.sizes[key];
+      if (seen.size() < kMaxSizesPerDimension) seen.insert(sizes[dim]);
+    }
+  }
+  if (warn == nullptr || threshold <= 0 || site.count <= threshold || site.warned) return "";
+  site.warned = true;
+  const std::pair<const Dimension, std::set<int64_t>>* most = nullptr;
+  for (const auto& entry : site.sizes) {
+    if (most == nullptr || entry.second.size() > most->second.size()) most = &entry;
+  }
+  std::string message = "compiling too often";
+  if (!where.empty()) message += " at " + where;
+  message += ": " + std::to_string(site.count) + " programs";
+  if (most != nullptr && most->second.size() > 1) {
+    const auto& [ops, input, dim] = most->first;
+    message += "; dimension " + std::to_string(dim) + " of input " + std::to_string(input) +
+               " of " + ops + " took " + std::to_string(most->second.size()) + " sizes";
+  } else {
+    message += "; the last because " + reason;
+  }
+  return message +
+         ". Each new shape compiles a program of its own: keep the shapes few (pad inputs to a "
+         "few lengths); torchtpu.explain_compiles() lists why each compile happened.";
 }
 
 }  // namespace
@@ -123,10 +214,11 @@ void forget_oldest_half() {
 void log_compile(std::vector<NodeDescription> nodes) {
   std::lock_guard<std::mutex> lock(mutex);
   if (histories.size() >= kMaxOpSequences || kept_nodes + nodes.size() > kMaxKeptNodes) {
-    forget_oldest_half();
+    forget_oldest_half(histories, [](const History& h) { kept_nodes -= h.nodes; });
   }
   History& history = histories[op_sequence(nodes)];
   CompileRecord record{label(nodes), reason_for(nodes, history), "", ++history.count};
+  unlocated.push_back({++logged, record.ops, input_sizes(nodes)});
   history.last_use = ++clock;
   history.nodes += nodes.size();
   kept_nodes += nodes.size();
@@ -136,14 +228,7 @@ void log_compile(std::vector<NodeDescription> nodes) {
     kept_nodes -= history.recent.back().size();
     history.recent.pop_back();
   }
-  if (threshold > 0 && history.count > threshold && !history.warned && warn != nullptr) {
-    history.warned = true;
-    pending_warning = "compiled " + std::to_string(history.count) +
-                      " programs of the same ops (" + record.ops + "); the last because " +
-                      record.reason;
-  }
   records.push_back(std::move(record));
-  unlocated.push_back(++logged);
   if (records.size() > kMaxRecords) records.pop_front();
 }
 
@@ -155,18 +240,16 @@ void locate_compiles() {
   {
     std::lock_guard<std::mutex> lock(mutex);
     uint64_t first = logged + 1 - records.size();  // the number of records.front()
-    for (uint64_t n : unlocated) {
-      if (n >= first) records[n - first].where = where;  // else no longer kept
+    for (const Unlocated& compile : unlocated) {
+      bool kept = compile.number >= first;
+      if (kept) records[compile.number - first].where = where;
+      std::string warning = count_at_site(
+          where, compile, kept ? records[compile.number - first].reason : "(no longer kept)");
+      if (!warning.empty() && message.empty()) message = std::move(warning);
     }
-    if (!pending_warning.empty() && warn != nullptr) {
-      warn_now = warn;
-      message = pending_warning + (where.empty() ? "" : " (at " + where + ")") +
-                ". Each new shape compiles a program of its own; torchtpu.explain_compiles() "
-                "lists why each compile happened.";
-    }
+    if (!message.empty()) warn_now = warn;
   }
   unlocated.clear();
-  pending_warning.clear();
   if (warn_now != nullptr) warn_now(message);
 }
 
@@ -183,6 +266,7 @@ void clear_compile_log() {
   std::lock_guard<std::mutex> lock(mutex);
   records.clear();
   histories.clear();
+  sites.clear();
   kept_nodes = 0;
 }
 

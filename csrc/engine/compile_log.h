@@ -1,7 +1,9 @@
 // Why each program was compiled: every executable-cache miss of this process is logged with what
 // differed from the nearest program of the same ops compiled before it (an input's sizes,
 // strides, element type, a static attribute), and the Python line that issued it where known.
-// Past a threshold of programs of the same ops, one warning says so. Work happens only on a miss.
+// Past a threshold of programs compiled at one Python line (or, where none is known, of the same
+// ops), one warning says so and names the input dimension that took the most sizes there. Work
+// happens only on a miss.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +30,8 @@ struct CompileRecord {
 // Logs a miss: `nodes` in program order. Programs run under the recording lock, where the
 // interpreter's lock must not be taken, so the Python line comes later: locate_compiles().
 void log_compile(std::vector<NodeDescription> nodes);
-// Gives the compiles this thread logged since its last call the Python line running now, and
-// says a warning they crossed. For a thread holding no engine lock (the end of an op, a read to
+// Gives the compiles this thread logged since its last call the Python line running now, counts
+// them at that line, and says the warning they crossed. For a thread holding no engine lock (the end of an op, a read to
 // the host); nothing to do, and cheap, when it logged none.
 void locate_compiles();
 // The Python line running now ("train.py:12"; empty without the hook the Python module sets).
@@ -39,7 +41,7 @@ void set_python_location(std::string (*location)());
 // The last records, oldest first (at most kMaxRecords).
 std::vector<CompileRecord> compile_log();
 void clear_compile_log();
-// Past `threshold` programs of the same ops (0: never), `warn` gets one message for those ops.
+// Past `threshold` programs at one call site (0: never), `warn` gets one message for that site.
 void set_compile_warning(void (*warn)(const std::string&), int64_t threshold);
 
 constexpr size_t kMaxRecords = 10000;

@@ -42,13 +42,51 @@ TEST(CompileLog, EachCompileSaysWhatDifferedFromTheNearestProgramOfItsOps) {
   EXPECT_EQ(log[3].ops, "tanh");
   EXPECT_EQ(log[3].where, "");  // not located yet
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("compiled 3 programs of the same ops (exp)"), std::string::npos);
-  EXPECT_NE(warnings[0].find("(at train.py:12)"), std::string::npos);
+  EXPECT_NE(warnings[0].find("compiling too often at train.py:12: 3 programs; dimension 1 of "
+                             "input 0 of exp took 2 sizes"),
+            std::string::npos)
+      << warnings[0];
   log_compile(program("[2,6]"));
   locate_compiles();
-  EXPECT_EQ(warnings.size(), 1u);  // once per op sequence
+  EXPECT_EQ(warnings.size(), 1u);  // once per call site
   set_compile_warning(nullptr, 0);
   set_python_location(nullptr);
+  clear_compile_log();
+}
+
+std::string elsewhere() { return "eval.py:3"; }
+
+TEST(CompileLog, TheWarningCountsEachCallSiteOnItsOwn) {
+  clear_compile_log();
+  warnings.clear();
+  set_compile_warning([](const std::string& m) { warnings.push_back(m); }, 3);
+  set_python_location(here);
+  for (const char* sizes : {"[1,4]", "[2,4]", "[3,4]"}) log_compile(program(sizes));
+  locate_compiles();
+  set_python_location(elsewhere);
+  for (const char* sizes : {"[4,4]", "[5,4]", "[6,4]"}) log_compile(program(sizes));
+  locate_compiles();
+  EXPECT_TRUE(warnings.empty());  // 6 programs of these ops, but 3 at each line
+  log_compile(program("[7,4]"));
+  log_compile(program("[7,4]", "f64"));
+  locate_compiles();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("at eval.py:3: 4 programs; dimension 0 of input 0 of exp took 4 "
+                             "sizes"),
+            std::string::npos)
+      << warnings[0];
+  // Without a Python line, the ops stand for the site; a changed attribute, for the sizes.
+  set_python_location(nullptr);
+  for (const char* type : {"f16", "bf16", "f64", "i32"}) {
+    log_compile({{"view_read", {{"type", type}, {"sizes", "[3]"}}}, {"tanh", {}}});
+  }
+  locate_compiles();
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[1].find("compiling too often: 4 programs; the last because input 0: type "
+                             "i32 instead of"),
+            std::string::npos)
+      << warnings[1];
+  set_compile_warning(nullptr, 0);
   clear_compile_log();
 }
 

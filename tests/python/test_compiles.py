@@ -1,9 +1,13 @@
 """torchtpu.compile_log() and explain_compiles(): each compile says what differed from the
 nearest earlier program of the same ops (an input's sizes, strides, dtype, a static attribute)
-and the Python line that issued it; one warning past TORCHTPU_COMPILE_WARN_AFTER programs of the
-same ops."""
+and the Python line that issued it; one warning per Python line past TORCHTPU_COMPILE_WARN_AFTER
+programs compiled there; a run recorded with TORCHTPU_COMPILE_LOG, explained afterwards."""
 
 import io
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -93,15 +97,62 @@ def test_one_warning_past_the_threshold():
             warnings.simplefilter("always")
             for n in range(1, 9):
                 (x[:n] * 3).cpu()
-        print([str(w.message) for w in caught if "programs of the same ops" in str(w.message)])
+        print([str(w.message) for w in caught if "compiling too often" in str(w.message)])
     """
     r = run_python(code, TORCHTPU_COMPILE_WARN_AFTER="3")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("programs of the same ops") == 1, r.stdout
-    assert "compiled 4 programs of the same ops (mul)" in r.stdout
-    assert "input 0: sizes [4] instead of [3]" in r.stdout and "(at <string>:8)" in r.stdout
+    assert r.stdout.count("compiling too often") == 1, r.stdout
+    # The line's 4 programs: mul for 3 sizes, and the cast of the scalar 3 once.
+    assert "compiling too often at <string>:8: 4 programs; dimension 0 of input 0 of mul took 3 " \
+        "sizes" in r.stdout, r.stdout
     r = run_python(code, TORCHTPU_COMPILE_WARN_AFTER="0")
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_a_second_line_gets_its_own_warning():
+    code = """
+        import warnings, torch, torchtpu
+        torchtpu.set_eager_mode("strict")
+        x = torch.ones(64, 8, device="tpu")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(1, 5):
+                (x[:n] * 3).cpu()
+            for n in range(1, 5):
+                (x[:, :n] + 3).cpu()
+        print([str(w.message) for w in caught if "compiling too often" in str(w.message)])
+    """
+    r = run_python(code, TORCHTPU_COMPILE_WARN_AFTER="3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("compiling too often") == 2, r.stdout
+    assert "at <string>:10: 4 programs; dimension 1 of input 0 of add took 4 sizes" in r.stdout
+
+
+def test_a_recorded_run_is_explained_afterwards(tmp_path):
+    path = tmp_path / "compiles.jsonl"
+    code = """
+        import torch, torchtpu
+        torchtpu.set_eager_mode("strict")
+        x = torch.ones(64, device="tpu")
+        for n in range(1, 6):
+            (x[:n] * 3).cpu()
+    """
+    for _ in range(2):  # two processes append to one file
+        r = run_python(code, TORCHTPU_COMPILE_LOG=str(path))
+        assert r.returncode == 0, r.stderr
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    muls = [r for r in records if r["ops"] == "mul"]
+    assert len(muls) == 10 and len({r["pid"] for r in muls}) == 2, records
+    assert muls[-1]["reason"].startswith("input 0: sizes [5] instead of [4]")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(torchtpu.__file__)))
+    r = subprocess.run([sys.executable, "-m", "torchtpu.cache", "explain", str(path)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"{len(records)} programs compiled in the recorded run" in r.stdout, r.stdout
+    assert "8  mul at <string>:6: input 0: sizes [5] instead of [4]" in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "torchtpu.cache", "explain", str(tmp_path / "none")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "cannot read the compile log" in r.stdout
 
 
 def test_warning_count_setting_is_checked():
