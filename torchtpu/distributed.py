@@ -92,8 +92,8 @@ class _Host:
                 view.copy_(t, non_blocking=True)
                 launched = True
             self.views[i] = view
-        if launched:  # the downloads run concurrently; gloo reads them only when all are done
-            torch.tpu.current_stream().synchronize()
+        if launched:  # the downloads run on; gloo reads them once they are done (_work)
+            _add_download(torch.tpu.current_stream().record_event())
 
     @property
     def flat(self) -> torch.Tensor | None:
@@ -118,6 +118,24 @@ class _Host:
                 _C._adopt_pinned(v, t)
             else:
                 t.copy_(v, non_blocking=_is_tpu(t))
+
+
+# This thread's downloads (events) that the next collective it issues must wait for before gloo
+# reads its host buffers. The wait happens where gloo is called: on the group's launcher thread
+# when there is one, so that the caller (in DDP, the backward pass) goes on meanwhile.
+_downloads = threading.local()
+
+
+def _add_download(event) -> None:
+    if not hasattr(_downloads, "pending"):
+        _downloads.pending = []
+    _downloads.pending.append(event)
+
+
+def _take_downloads() -> list:
+    pending = getattr(_downloads, "pending", None) or []
+    _downloads.pending = []
+    return pending
 
 
 def _upload_all(hosts):
@@ -579,6 +597,14 @@ class ProcessGroupTPU(dist.ProcessGroup):
         send or recv waits for no collective issued before it (gloo matches them by peer and
         tag, apart from the collectives' order), and the peer may need it before it reaches
         that collective."""
+        downloads = _take_downloads()
+        if downloads and launch is not None:
+            call_gloo = launch
+
+            def launch():
+                for event in downloads:
+                    event.synchronize()
+                return call_gloo()
         queued = self._launcher is not None and check is not None
         inner = launch() if launch is not None and not queued else None
         with self._issuing:  # the collectives' numbers are the launcher's order
@@ -597,15 +623,17 @@ class ProcessGroupTPU(dist.ProcessGroup):
         """A reduction: premultiplies the host inputs (PREMUL_SUM), launches gloo with the op it
         has, and averages the host results (AVG) before copying them back."""
         gloo_op, factor, post = _reduction(_op_of(opts))
-        if factor is not None:
-            _premul(host_in.views, factor)
+
+        def start():
+            if factor is not None:  # once the downloads are done (_work)
+                _premul(host_in.views, factor)
+            return launch(gloo_op)
 
         def finish():
             if post == "avg":
                 _average(host_out.views, self._size)
             host_out.upload()
-        return self._work(name, lambda: launch(gloo_op), finish, list(host_out.tensors),
-                          check=check)
+        return self._work(name, start, finish, list(host_out.tensors), check=check)
 
     def shutdown(self) -> None:
         if self._launcher is not None:

@@ -273,6 +273,37 @@ def _async_op_returns_while_gloo_runs(group, rank, world):
 
 
 @own
+def _the_caller_does_not_wait_for_the_downloads(group, rank, world):
+    # The staging's wait for the device to finish the host copies happens where gloo is called:
+    # on the group's launcher thread when the ranks' checks are on (DDP's backward goes on
+    # meanwhile), else in the call. Either way gloo reads the finished values.
+    from torchtpu import distributed as tpu_dist
+    import threading
+
+    waited_on = []
+
+    class Recorded:
+        def __init__(self, event):
+            self.event = event
+
+        def synchronize(self):
+            waited_on.append(threading.current_thread().name)
+            self.event.synchronize()
+
+    take = tpu_dist._take_downloads
+    tpu_dist._take_downloads = lambda: [Recorded(e) for e in take()]
+    try:
+        x = torch.randn(256, 256, device="tpu")
+        y = (x @ x).relu() * 0 + (rank + 1)  # device work the download must follow
+        dist.all_reduce(y, op=dist._make_nccl_premul_sum(0.5), group=group)
+    finally:
+        tpu_dist._take_downloads = take
+    assert torch.equal(y.cpu(), torch.full((256, 256), 1.5)), y
+    expected = "torchtpu-collectives-" if CHECKS else threading.current_thread().name
+    assert len(waited_on) == 1 and waited_on[0].startswith(expected), waited_on
+
+
+@own
 def _async_collective_then_send_the_peer_needs_first(group, rank, world):
     # Rank 1 reaches the all_reduce only after rank 0's send: rank 0's all_reduce must not
     # wait for rank 1 at the call (a blocking agreement would deadlock here until the timeout).
