@@ -116,6 +116,11 @@ def _hf(name):
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
             intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=32, bos_token_id=0,
             eos_token_id=1, pad_token_id=1))
+    if name == "mistral":  # a sliding window of 4 tokens
+        return t.MistralForCausalLM(t.MistralConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=32, sliding_window=4,
+            bos_token_id=0, eos_token_id=1, pad_token_id=1))
     if name == "bert":
         return t.BertForMaskedLM(t.BertConfig(
             num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
@@ -236,6 +241,19 @@ def test_static_cache_generate_matches_cpu_and_repeats_without_compiling(mode, f
         before = torchtpu.metrics()["executable_cache_misses"]
         assert torch.equal(on_tpu().cpu(), expected)
     assert torchtpu.metrics()["executable_cache_misses"] == before
+
+
+def test_sliding_window_generate_compiled_replays_on_the_device(fallback_error):
+    """A sliding-window model's compiled forward takes a 0-d CPU tensor (the window); it becomes
+    a device argument, so the repeated call replays every graph instead of running it eagerly."""
+    ids = torch.randint(2, VOCAB, (1, 6), generator=torch.Generator().manual_seed(2))
+    expected, on_tpu = _greedy_generate("mistral", "compile", ids, max_new_tokens=6)
+    assert torch.equal(on_tpu().cpu(), expected)
+    before = torchtpu.metrics()
+    assert torch.equal(on_tpu().cpu(), expected)
+    after = torchtpu.metrics()
+    assert after["compiled_eager_runs"] == before["compiled_eager_runs"]
+    assert after["compiled_replays"] - before["compiled_replays"] == 6
 
 
 def test_generate_example_runs():
