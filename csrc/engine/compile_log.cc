@@ -35,6 +35,7 @@ std::mutex mutex;
 std::unordered_map<uint64_t, History> histories;  // by a hash of the program's op sequence
 std::deque<CompileRecord> records;  // the last ones: numbers logged - size + 1 ... logged
 uint64_t logged = 0;                 // records logged so far
+uint64_t generation = 0;             // clear_compile_log() calls so far
 uint64_t clock = 0;
 size_t kept_nodes = 0;  // over every history's `recent`
 void (*warn)(const std::string&) = nullptr;
@@ -44,6 +45,7 @@ std::string (*location_hook)() = nullptr;
 // A compile awaiting its Python line: its record's number, its ops and each input's sizes.
 struct Unlocated {
   uint64_t number;
+  uint64_t generation;  // of the log: one logged before clear_compile_log() is dropped
   std::string ops;
   std::vector<std::vector<int64_t>> input_sizes;
 };
@@ -218,7 +220,7 @@ void log_compile(std::vector<NodeDescription> nodes) {
   }
   History& history = histories[op_sequence(nodes)];
   CompileRecord record{label(nodes), reason_for(nodes, history), "", ++history.count};
-  unlocated.push_back({++logged, record.ops, input_sizes(nodes)});
+  unlocated.push_back({++logged, generation, record.ops, input_sizes(nodes)});
   history.last_use = ++clock;
   history.nodes += nodes.size();
   kept_nodes += nodes.size();
@@ -241,6 +243,7 @@ void locate_compiles() {
     std::lock_guard<std::mutex> lock(mutex);
     uint64_t first = logged + 1 - records.size();  // the number of records.front()
     for (const Unlocated& compile : unlocated) {
+      if (compile.generation != generation) continue;
       bool kept = compile.number >= first;
       if (kept) records[compile.number - first].where = where;
       std::string warning = count_at_site(
@@ -267,6 +270,7 @@ void clear_compile_log() {
   records.clear();
   histories.clear();
   sites.clear();
+  ++generation;
   kept_nodes = 0;
 }
 

@@ -90,5 +90,26 @@ TEST(CompileLog, TheWarningCountsEachCallSiteOnItsOwn) {
   clear_compile_log();
 }
 
+TEST(CompileLog, CompilesLoggedBeforeAClearAreNotCounted) {
+  set_python_location(here);
+  warnings.clear();
+  set_compile_warning([](const std::string& m) { warnings.push_back(m); }, 1);
+  log_compile(program("[9,4]"));  // not located before the clear
+  clear_compile_log();
+  log_compile(program("[1,4]"));
+  locate_compiles();
+  EXPECT_TRUE(warnings.empty());  // one program at the line since the clear
+  EXPECT_EQ(compile_log().size(), 1u);
+  log_compile(program("[2,4]"));
+  locate_compiles();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("2 programs; dimension 0 of input 0 of exp took 2 sizes"),
+            std::string::npos)
+      << warnings[0];
+  set_compile_warning(nullptr, 0);
+  set_python_location(nullptr);
+  clear_compile_log();
+}
+
 }  // namespace
 }  // namespace torchtpu::engine
