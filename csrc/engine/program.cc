@@ -144,8 +144,8 @@ void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape
   // lowered once (a training step records the same few hundred cases every step).
   static std::mutex mutex;
   static std::unordered_set<hlo::Fingerprint, hlo::FingerprintHash> lowered;
-  hlo::Fingerprint key;
-  key.reserve(512);
+  thread_local hlo::Fingerprint key;  // its allocation serves every op of the thread
+  key.clear();
   key.add(op);
   for (const hlo::Shape& shape : operands) key.add(shape);
   attrs.fingerprint(key);
@@ -163,7 +163,7 @@ void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape
   }
   std::lock_guard<std::mutex> lock(mutex);
   if (lowered.size() > 100000) lowered.clear();  // bounds memory on shape-varying loads
-  lowered.insert(std::move(key));
+  lowered.insert(key);
 }
 
 std::string Program::hlo_text() const {

@@ -36,6 +36,7 @@ class Fingerprint {
   }
 
   void reserve(size_t bytes) { bytes_.reserve(bytes); }  // one allocation for a short key
+  void clear() { bytes_.clear(); }                          // empty, keeping the allocation
   const std::string& bytes() const { return bytes_; }
   size_t hash() const { return std::hash<std::string>()(bytes_); }
   // A stable 64-bit digest (FNV-1a), for file names and logs.

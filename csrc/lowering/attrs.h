@@ -19,6 +19,8 @@ class Attrs {
   // On a temporary (`Attrs().set(...).set(...)`) these return it as a temporary, so passing the
   // chain by value moves it instead of copying every item.
   Attrs& set(std::string key, AttrValue value) & {
+    // Room for the usual few at once: growing one by one reallocates and moves them 3 times.
+    if (items_.empty()) items_.reserve(6);
     items_.emplace_back(std::move(key), std::move(value));
     return *this;
   }
