@@ -94,7 +94,7 @@ int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Att
   return first;
 }
 
-int Program::read(const TensorView& view) {
+int Program::read(TensorView view) {
   if (view.numel() == 0) {
     return apply("zeros", {},
                  lowering::Attrs().set_type("type", view.type).set("sizes", view.sizes));
@@ -110,23 +110,25 @@ int Program::read(const TensorView& view) {
   return apply("view_read", {flat},
                lowering::Attrs()
                    .set_type("type", view.type)
-                   .set("sizes", view.sizes)
-                   .set("strides", view.strides)
+                   .set("sizes", std::move(view.sizes))
+                   .set("strides", std::move(view.strides))
                    .set("offset", view.offset));
 }
 
-void Program::write(const TensorView& view, int value) {
+void Program::write(TensorView view, int value) {
   if (view.numel() == 0) return;
   StorageState& state = state_of(view.storage);
   std::vector<int> inputs;
+  inputs.reserve(2);
   if (state.current >= 0) inputs.push_back(state.current);
   inputs.push_back(value);
+  int64_t numel = view.storage->numel(view.type);
   state.current = apply("view_write", std::move(inputs),
                         lowering::Attrs()
-                            .set("sizes", view.sizes)
-                            .set("strides", view.strides)
+                            .set("sizes", std::move(view.sizes))
+                            .set("strides", std::move(view.strides))
                             .set("offset", view.offset)
-                            .set("numel", view.storage->numel(view.type))
+                            .set("numel", numel)
                             .set_type("type", view.type));
   state.type = view.type;
   state.written = true;

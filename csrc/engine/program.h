@@ -66,7 +66,7 @@ class Program {
 
   int device() const { return device_; }
   // The view's current contents as a value of shape `sizes`.
-  int read(const TensorView& view);
+  int read(TensorView view);  // by value: a temporary's sizes and strides move into the node
   // A 0-d argument holding one element of `type` (cached on the device, not part of the key).
   int scalar(hlo::ElementType type, const void* bits);
   // An argument bound to an existing buffer.
@@ -76,7 +76,7 @@ class Program {
   int apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs,
             int num_outputs = 1);
   // Writes `value` (of the view's type and shape) through the view into its storage.
-  void write(const TensorView& view, int value);
+  void write(TensorView view, int value);
   // Asks for `value` as a dense buffer returned by run().
   void result(int value);
 
