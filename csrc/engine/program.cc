@@ -23,7 +23,16 @@ bool TensorView::covers_storage() const {
   return offset == 0 && numel() == storage->numel(type) && lowering::is_dense(sizes, strides);
 }
 
-Program::Program(int device) : device_(device) { flush(device); }
+Program::Program(int device) : device_(device) {
+  flush(device);
+  // Room for an op's program at once (a few arguments and reads, the op, its writes: some 600
+  // bytes of fingerprint): grown one push at a time they reallocate some 15 times per op.
+  nodes_.reserve(8);
+  arguments_.reserve(4);
+  argument_storages_.reserve(4);
+  storages_.reserve(4);
+  fingerprint_.reserve(1024);
+}
 
 Program::~Program() { release_storages(); }
 
