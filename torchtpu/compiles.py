@@ -80,5 +80,5 @@ def _from_environment() -> None:
     _C._set_compile_warning_after(
         _config.bounded_int("TORCHTPU_COMPILE_WARN_AFTER", DEFAULT_WARN_AFTER, 0, 1 << 30))
     path = os.environ.get("TORCHTPU_COMPILE_LOG")
-    if path:
-        atexit.register(_save, path)
+    if path:  # where it names at start, whatever the working directory is at exit
+        atexit.register(_save, os.path.abspath(path))

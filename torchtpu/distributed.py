@@ -78,7 +78,6 @@ class _Host:
                  for dt, n in sizes.items()}
         self.flats = flats
         offsets = dict.fromkeys(sizes, 0)
-        launched = False
         for i, t in enumerate(self.tensors):
             if not _is_tpu(t):
                 self.views[i] = t
@@ -89,11 +88,9 @@ class _Host:
             if t.stride() != view.stride():  # channels_last: keep the caller's layout
                 view = view.as_strided(t.shape, t.stride())
             if download and t.numel():
-                view.copy_(t, non_blocking=True)
-                launched = True
+                view.copy_(t, non_blocking=True)  # runs on; gloo reads it once done (_work)
+                _add_download(t.device.index)
             self.views[i] = view
-        if launched:  # the downloads run on; gloo reads them once they are done (_work)
-            _add_download(torch.tpu.current_stream().record_event())
 
     @property
     def flat(self) -> torch.Tensor | None:
@@ -120,22 +117,32 @@ class _Host:
                 t.copy_(v, non_blocking=_is_tpu(t))
 
 
-# This thread's downloads (events) that the next collective it issues must wait for before gloo
-# reads its host buffers. The wait happens where gloo is called: on the group's launcher thread
-# when there is one, so that the caller (in DDP, the backward pass) goes on meanwhile.
+# The devices whose downloads (host copies) this thread issued for the next collective it starts:
+# gloo reads the host buffers once they are done. The wait happens where gloo is called: on the
+# group's launcher thread when there is one, so that the caller (in DDP, the backward pass) goes
+# on meanwhile.
 _downloads = threading.local()
 
 
-def _add_download(event) -> None:
+def _add_download(device: int) -> None:
     if not hasattr(_downloads, "pending"):
         _downloads.pending = []
-    _downloads.pending.append(event)
+    if device not in _downloads.pending:
+        _downloads.pending.append(device)
 
 
 def _take_downloads() -> list:
     pending = getattr(_downloads, "pending", None) or []
     _downloads.pending = []
     return pending
+
+
+def _await_downloads(devices) -> None:
+    """Waits for the devices' work so far, the downloads among it, raising what failed there (a
+    copy, a device-side check) as a wait in the caller would: the collective's Work then fails
+    with it instead of gloo sending unwritten memory."""
+    for device in devices:
+        torch.tpu.synchronize(device)
 
 
 def _upload_all(hosts):
@@ -602,8 +609,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
             call_gloo = launch
 
             def launch():
-                for event in downloads:
-                    event.synchronize()
+                _await_downloads(downloads)
                 return call_gloo()
         queued = self._launcher is not None and check is not None
         inner = launch() if launch is not None and not queued else None

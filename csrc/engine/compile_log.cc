@@ -197,7 +197,7 @@ std::string count_at_site(const std::string& where, const Unlocated& compile,
     if (most == nullptr || entry.second.size() > most->second.size()) most = &entry;
   }
   std::string message = "compiling too often";
-  if (!where.empty()) message += " at " + where;
+  message += where.empty() ? " (" + compile.ops + ")" : " at " + where;
   message += ": " + std::to_string(site.count) + " programs";
   if (most != nullptr && most->second.size() > 1) {
     const auto& [ops, input, dim] = most->first;
@@ -231,13 +231,15 @@ void log_compile(std::vector<NodeDescription> nodes) {
     history.recent.pop_back();
   }
   records.push_back(std::move(record));
+  // A thread that compiles and never reaches a Python line keeps no more than the log does.
+  if (unlocated.size() > kMaxRecords) unlocated.erase(unlocated.begin());
   if (records.size() > kMaxRecords) records.pop_front();
 }
 
 void locate_compiles() {
   if (unlocated.empty()) return;
   std::string where = python_location();
-  std::string message;
+  std::vector<std::string> messages;  // one for each site that crossed the threshold
   void (*warn_now)(const std::string&) = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -248,12 +250,12 @@ void locate_compiles() {
       if (kept) records[compile.number - first].where = where;
       std::string warning = count_at_site(
           where, compile, kept ? records[compile.number - first].reason : "(no longer kept)");
-      if (!warning.empty() && message.empty()) message = std::move(warning);
+      if (!warning.empty()) messages.push_back(std::move(warning));
     }
-    if (!message.empty()) warn_now = warn;
+    if (!messages.empty()) warn_now = warn;
   }
   unlocated.clear();
-  if (warn_now != nullptr) warn_now(message);
+  for (const std::string& message : messages) warn_now(message);
 }
 
 std::string python_location() { return location_hook != nullptr ? location_hook() : ""; }

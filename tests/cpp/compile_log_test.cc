@@ -75,17 +75,21 @@ TEST(CompileLog, TheWarningCountsEachCallSiteOnItsOwn) {
                              "sizes"),
             std::string::npos)
       << warnings[0];
-  // Without a Python line, the ops stand for the site; a changed attribute, for the sizes.
+  // Without a Python line, the ops stand for the site; a changed attribute, for the sizes. Two
+  // sites crossing at once each get their warning.
   set_python_location(nullptr);
   for (const char* type : {"f16", "bf16", "f64", "i32"}) {
     log_compile({{"view_read", {{"type", type}, {"sizes", "[3]"}}}, {"tanh", {}}});
+    log_compile({{"view_read", {{"type", type}, {"sizes", "[3]"}}}, {"sin", {}}});
   }
   locate_compiles();
-  ASSERT_EQ(warnings.size(), 2u);
-  EXPECT_NE(warnings[1].find("compiling too often: 4 programs; the last because input 0: type "
-                             "i32 instead of"),
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_NE(warnings[1].find("compiling too often (tanh): 4 programs; the last because input "
+                             "0: type i32 instead of"),
             std::string::npos)
       << warnings[1];
+  EXPECT_NE(warnings[2].find("compiling too often (sin): 4 programs"), std::string::npos)
+      << warnings[2];
   set_compile_warning(nullptr, 0);
   clear_compile_log();
 }

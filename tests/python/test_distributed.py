@@ -278,29 +278,38 @@ def _the_caller_does_not_wait_for_the_downloads(group, rank, world):
     # on the group's launcher thread when the ranks' checks are on (DDP's backward goes on
     # meanwhile), else in the call. Either way gloo reads the finished values.
     from torchtpu import distributed as tpu_dist
+    from torchtpu import streams
     import threading
 
-    waited_on = []
+    awaited, synchronized = [], []
+    await_downloads, synchronize = tpu_dist._await_downloads, torch.tpu.synchronize
 
-    class Recorded:
-        def __init__(self, event):
-            self.event = event
+    def recorded_await(devices):
+        awaited.append((threading.current_thread().name, list(devices)))
+        await_downloads(devices)
 
-        def synchronize(self):
-            waited_on.append(threading.current_thread().name)
-            self.event.synchronize()
+    def recorded_synchronize(*args, **kwargs):
+        synchronized.append(threading.current_thread().name)
+        synchronize(*args, **kwargs)
 
-    take = tpu_dist._take_downloads
-    tpu_dist._take_downloads = lambda: [Recorded(e) for e in take()]
+    def recorded_stream_synchronize(stream):
+        synchronized.append(threading.current_thread().name)
+        torch.Stream.synchronize(stream)
+
+    x = torch.randn(256, 256, device="tpu")
+    y = (x @ x).relu() * 0 + (rank + 1)  # device work the download must follow
+    tpu_dist._await_downloads, torch.tpu.synchronize = recorded_await, recorded_synchronize
+    streams.Stream.synchronize = recorded_stream_synchronize
     try:
-        x = torch.randn(256, 256, device="tpu")
-        y = (x @ x).relu() * 0 + (rank + 1)  # device work the download must follow
         dist.all_reduce(y, op=dist._make_nccl_premul_sum(0.5), group=group)
     finally:
-        tpu_dist._take_downloads = take
+        tpu_dist._await_downloads, torch.tpu.synchronize = await_downloads, synchronize
+        del streams.Stream.synchronize
     assert torch.equal(y.cpu(), torch.full((256, 256), 1.5)), y
-    expected = "torchtpu-collectives-" if CHECKS else threading.current_thread().name
-    assert len(waited_on) == 1 and waited_on[0].startswith(expected), waited_on
+    where = "torchtpu-collectives-" if CHECKS else threading.current_thread().name
+    assert [(name.startswith(where), d) for name, d in awaited] == [(True, [y.device.index])], \
+        awaited
+    assert synchronized and all(name.startswith(where) for name in synchronized), synchronized
 
 
 @own
