@@ -246,6 +246,10 @@ def test_static_cache_generate_matches_cpu_and_repeats_without_compiling(mode, f
 def test_sliding_window_generate_compiled_replays_on_the_device(fallback_error):
     """A sliding-window model's compiled forward takes a 0-d CPU tensor (the window); it becomes
     a device argument, so the repeated call replays every graph instead of running it eagerly."""
+    # Every model's forward here is one decorator's code (transformers' wrapped_func): the
+    # generate tests before this one filled Dynamo's recompile limit for it (a graph per length),
+    # past which Dynamo runs the frame as it is.
+    torch._dynamo.reset()
     ids = torch.randint(2, VOCAB, (1, 6), generator=torch.Generator().manual_seed(2))
     expected, on_tpu = _greedy_generate("mistral", "compile", ids, max_new_tokens=6)
     assert torch.equal(on_tpu().cpu(), expected)
