@@ -78,6 +78,7 @@ class _Host:
                  for dt, n in sizes.items()}
         self.flats = flats
         offsets = dict.fromkeys(sizes, 0)
+        launched = False
         for i, t in enumerate(self.tensors):
             if not _is_tpu(t):
                 self.views[i] = t
@@ -88,9 +89,11 @@ class _Host:
             if t.stride() != view.stride():  # channels_last: keep the caller's layout
                 view = view.as_strided(t.shape, t.stride())
             if download and t.numel():
-                view.copy_(t, non_blocking=True)  # runs on; gloo reads it once done (_work)
-                _add_download(t.device.index)
+                view.copy_(t, non_blocking=True)
+                launched = True
             self.views[i] = view
+        if launched:  # the downloads run concurrently; gloo reads them only when all are done
+            torch.tpu.current_stream().synchronize()
 
     @property
     def flat(self) -> torch.Tensor | None:
@@ -115,34 +118,6 @@ class _Host:
                 _C._adopt_pinned(v, t)
             else:
                 t.copy_(v, non_blocking=_is_tpu(t))
-
-
-# The devices whose downloads (host copies) this thread issued for the next collective it starts:
-# gloo reads the host buffers once they are done. The wait happens where gloo is called: on the
-# group's launcher thread when there is one, so that the caller (in DDP, the backward pass) goes
-# on meanwhile.
-_downloads = threading.local()
-
-
-def _add_download(device: int) -> None:
-    if not hasattr(_downloads, "pending"):
-        _downloads.pending = []
-    if device not in _downloads.pending:
-        _downloads.pending.append(device)
-
-
-def _take_downloads() -> list:
-    pending = getattr(_downloads, "pending", None) or []
-    _downloads.pending = []
-    return pending
-
-
-def _await_downloads(devices) -> None:
-    """Waits for the devices' work so far, the downloads among it, raising what failed there (a
-    copy, a device-side check) as a wait in the caller would: the collective's Work then fails
-    with it instead of gloo sending unwritten memory."""
-    for device in devices:
-        torch.tpu.synchronize(device)
 
 
 def _upload_all(hosts):
@@ -604,13 +579,6 @@ class ProcessGroupTPU(dist.ProcessGroup):
         send or recv waits for no collective issued before it (gloo matches them by peer and
         tag, apart from the collectives' order), and the peer may need it before it reaches
         that collective."""
-        downloads = _take_downloads()
-        if downloads and launch is not None:
-            call_gloo = launch
-
-            def launch():
-                _await_downloads(downloads)
-                return call_gloo()
         queued = self._launcher is not None and check is not None
         inner = launch() if launch is not None and not queued else None
         with self._issuing:  # the collectives' numbers are the launcher's order
@@ -629,17 +597,15 @@ class ProcessGroupTPU(dist.ProcessGroup):
         """A reduction: premultiplies the host inputs (PREMUL_SUM), launches gloo with the op it
         has, and averages the host results (AVG) before copying them back."""
         gloo_op, factor, post = _reduction(_op_of(opts))
-
-        def start():
-            if factor is not None:  # once the downloads are done (_work)
-                _premul(host_in.views, factor)
-            return launch(gloo_op)
+        if factor is not None:
+            _premul(host_in.views, factor)
 
         def finish():
             if post == "avg":
                 _average(host_out.views, self._size)
             host_out.upload()
-        return self._work(name, start, finish, list(host_out.tensors), check=check)
+        return self._work(name, lambda: launch(gloo_op), finish, list(host_out.tensors),
+                          check=check)
 
     def shutdown(self) -> None:
         if self._launcher is not None:

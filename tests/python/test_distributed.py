@@ -273,46 +273,6 @@ def _async_op_returns_while_gloo_runs(group, rank, world):
 
 
 @own
-def _the_caller_does_not_wait_for_the_downloads(group, rank, world):
-    # The staging's wait for the device to finish the host copies happens where gloo is called:
-    # on the group's launcher thread when the ranks' checks are on (DDP's backward goes on
-    # meanwhile), else in the call. Either way gloo reads the finished values.
-    from torchtpu import distributed as tpu_dist
-    from torchtpu import streams
-    import threading
-
-    awaited, synchronized = [], []
-    await_downloads, synchronize = tpu_dist._await_downloads, torch.tpu.synchronize
-
-    def recorded_await(devices):
-        awaited.append((threading.current_thread().name, list(devices)))
-        await_downloads(devices)
-
-    def recorded_synchronize(*args, **kwargs):
-        synchronized.append(threading.current_thread().name)
-        synchronize(*args, **kwargs)
-
-    def recorded_stream_synchronize(stream):
-        synchronized.append(threading.current_thread().name)
-        torch.Stream.synchronize(stream)
-
-    x = torch.randn(256, 256, device="tpu")
-    y = (x @ x).relu() * 0 + (rank + 1)  # device work the download must follow
-    tpu_dist._await_downloads, torch.tpu.synchronize = recorded_await, recorded_synchronize
-    streams.Stream.synchronize = recorded_stream_synchronize
-    try:
-        dist.all_reduce(y, op=dist._make_nccl_premul_sum(0.5), group=group)
-    finally:
-        tpu_dist._await_downloads, torch.tpu.synchronize = await_downloads, synchronize
-        del streams.Stream.synchronize
-    assert torch.equal(y.cpu(), torch.full((256, 256), 1.5)), y
-    where = "torchtpu-collectives-" if CHECKS else threading.current_thread().name
-    assert [(name.startswith(where), d) for name, d in awaited] == [(True, [y.device.index])], \
-        awaited
-    assert synchronized and all(name.startswith(where) for name in synchronized), synchronized
-
-
-@own
 def _async_collective_then_send_the_peer_needs_first(group, rank, world):
     # Rank 1 reaches the all_reduce only after rank 0's send: rank 0's all_reduce must not
     # wait for rank 1 at the call (a blocking agreement would deadlock here until the timeout).
