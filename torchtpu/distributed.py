@@ -789,7 +789,9 @@ class ProcessGroupTPU(dist.ProcessGroup):
         host = _Host(inputs, download=True)
         mine = _Host([], download=False)
         mine.tensors = list(outputs)
-        mine.views = [v.reshape(self._size, -1)[self._rank].view(o.shape)
+        # The rank's part of each input's memory, as the output lays it out (NCCL's copy): a
+        # view of the host buffer, never a copy, so that it holds the reduced values.
+        mine.views = [v.as_strided(o.shape, o.stride(), v.storage_offset() + self._rank * o.numel())
                       for v, o in zip(host.views, outputs)]
         return self._reduced(
             "reduce_scatter_tensor_coalesced", outputs, host, mine, opts,

@@ -229,6 +229,30 @@ def _functional(dev, group, rank, world):
     return [t.wait() if hasattr(t, "wait") else t for t in out] + [y]
 
 
+@same("channels_last")
+def _channels_last(dev, group, rank, world):
+    # A channels_last tensor's dim 0 is outermost in memory too: each rank's part of a
+    # reduce_scatter is a dim-0 slice of the reduced input, in the input's layout.
+    def cl(k):
+        return _inputs((2 * world, 3, 2, 2), torch.float32, rank, k).to(dev).to(
+            memory_format=torch.channels_last)
+    x, y = cl(0), cl(1)
+    out = [funcol.reduce_scatter_tensor(x, "sum", 0, group),
+           *funcol.reduce_scatter_tensor_coalesced([x, y * 3], "sum", [0, 0], group),
+           funcol.all_reduce(y, "sum", group)]
+    single = torch.zeros(2, 3, 2, 2, device=dev).to(memory_format=torch.channels_last)
+    dist.reduce_scatter_tensor(single, x, group=group)
+    flat = torch.zeros(2, 3, 2, 2, device=dev)
+    dist.reduce_scatter_tensor(flat, x, group=group)
+    parts = [torch.zeros(2, 3, 2, 2, device=dev).to(memory_format=torch.channels_last)
+             for _ in range(2)]
+    with dist._coalescing_manager(group=group, async_ops=True) as cm:
+        for o, i in zip(parts, (x, y)):
+            dist.reduce_scatter_tensor(o, i, group=group)
+    cm.wait()
+    return [t.wait() if hasattr(t, "wait") else t for t in out] + [single, flat] + parts
+
+
 @same("object_collectives")
 def _objects(dev, group, rank, world):
     objs = [{"rank": rank, "v": [rank] * 3}, f"r{rank}"]
@@ -458,10 +482,10 @@ def _killed_rank_fails_the_others(group, rank, world):
 
 def _compare(got, expected):
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
+    for i, (g, e) in enumerate(zip(got, expected)):
         g = g.cpu()
-        assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
-        assert torch.equal(g, e), f"tpu {g} != gloo {e}"
+        assert g.dtype == e.dtype and g.shape == e.shape, (i, g, e)
+        assert torch.equal(g, e), f"result {i}: tpu {g} != gloo {e}"
 
 
 _RESULTS: dict = {}  # in a worker: check name -> None, or the traceback of its failure
