@@ -67,10 +67,13 @@ if torch.distributed.is_available():  # the c10d backend "tpu" (torch.distribute
 def metrics() -> dict:
     """Counters of this process: executables compiled, cache hits/misses, compile seconds,
     deferred flushes, torch.compile graphs/captures/replays/eager runs, and the ops that fell
-    back to the CPU (with their call counts), JAX functions exported (torchtpu.kernels)."""
+    back to the CPU (with their call counts), JAX functions exported (torchtpu.kernels), and
+    `compile_reasons`: why programs were compiled, the ten most frequent reasons with their
+    counts and Python lines (torchtpu.compiles.top_reasons)."""
     from . import kernels
 
-    return {**_C._metrics(), **_compile.stats(), **kernels.stats()}
+    return {**_C._metrics(), **_compile.stats(), **kernels.stats(),
+            "compile_reasons": compiles.top_reasons()}
 
 
 def plugin() -> dict:

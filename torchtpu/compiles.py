@@ -38,17 +38,23 @@ def _kind(reason: str) -> str:
     return re.sub(r"-?\d+", "#", reason)
 
 
-def explain_compiles(top: int = 10, file=None, log: list[dict] | None = None) -> list[dict]:
+def top_reasons(top: int = 10, log: list[dict] | None = None) -> list[dict]:
     """The `top` most frequent (ops, Python line, kind of reason) of this process's compiles (or
-    of `log`, records as compile_log() gives them), most frequent first, each with its count and
-    its latest reason; also printed to `file` (stdout by default)."""
-    whose = "in this process" if log is None else "in the recorded run"
+    of `log`), most frequent first: {"count", "ops", "where", "reason" (the latest of them)}."""
     log = compile_log() if log is None else log
     keys = [(r["ops"], r["where"], _kind(r["reason"])) for r in log]
-    counts = Counter(keys)
     latest = {key: r["reason"] for key, r in zip(keys, log)}
-    rows = [{"count": n, "ops": ops, "where": where, "reason": latest[ops, where, kind]}
-            for (ops, where, kind), n in counts.most_common(top)]
+    return [{"count": n, "ops": ops, "where": where, "reason": latest[ops, where, kind]}
+            for (ops, where, kind), n in Counter(keys).most_common(top)]
+
+
+def explain_compiles(top: int = 10, file=None, log: list[dict] | None = None) -> list[dict]:
+    """The `top` most frequent (ops, Python line, kind of reason) of this process's compiles (or
+    of `log`, records as compile_log() gives them), as top_reasons() gives them, and printed to
+    `file` (stdout by default)."""
+    whose = "in this process" if log is None else "in the recorded run"
+    log = compile_log() if log is None else log
+    rows = top_reasons(top, log)
     out = file if file is not None else sys.stdout
     print(f"torchtpu: {len(log)} programs compiled {whose}; the most frequent reasons:", file=out)
     for row in rows:

@@ -80,6 +80,17 @@ def test_explain_compiles_groups_one_varying_size(log):
     assert f"add at {HERE}:" in out.getvalue()
 
 
+def test_metrics_carry_the_reasons(log):
+    x = torch.ones(3, 64, device="tpu")
+    for n in range(53, 57):
+        (x[:, :n] - 2).cpu()  # metrics line
+    rows = torchtpu.metrics()["compile_reasons"]
+    assert rows == torchtpu.compiles.top_reasons()
+    sub = next(r for r in rows if r["ops"] == "sub" and r["count"] == 3)
+    assert sub["reason"].startswith("input 0: sizes [3,56] instead of [3,55]")
+    assert sub["where"] == f"{HERE}:{line_of('# metrics line')}"
+
+
 def test_a_cached_program_is_not_logged(log):
     x = torch.ones(52, device="tpu")
     (x * 7).cpu()
