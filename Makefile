@@ -53,6 +53,7 @@ bench: build
 	$(PY) benchmarks/kernels.py
 	$(PY) benchmarks/program_text.py
 	$(PY) benchmarks/bounded_shapes.py
+	$(PY) benchmarks/dynamic_shapes.py
 	$(PY) benchmarks/compiled_call.py
 	$(PY) benchmarks/train_mfu.py
 	$(PY) benchmarks/default_mode.py

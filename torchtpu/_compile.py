@@ -37,18 +37,19 @@ import warnings
 import torch
 from torch.fx.passes.split_module import split_module
 
-from . import _C
+from . import _buckets, _C
 
 _graph_numbers = itertools.count()
 _stats = {"compiled_graphs": 0, "compiled_graphs_loaded": 0, "compiled_captures": 0,
-          "compiled_replays": 0, "compiled_eager_runs": 0, "compiled_collective_runs": 0}
+          "compiled_replays": 0, "compiled_eager_runs": 0, "compiled_collective_runs": 0,
+          "compiled_bucketed_graphs": 0, "compiled_bucketed_calls": 0}
 _COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd")
 
 
 def stats() -> dict:
     """Graphs handed over by AOTAutograd (and how many of them its cache loaded), programs
-    captured, calls replayed, calls run eagerly, and runs of the collectives between the device
-    programs of a graph split at them."""
+    captured, calls replayed, calls run eagerly, runs of the collectives between the device
+    programs of a graph split at them, and graphs run in shape buckets and their calls."""
     return dict(_stats)
 
 
@@ -159,6 +160,22 @@ class _Graph:
                           f"{why}", stacklevel=2)
 
 
+class _Bucketed:
+    """A graph of varying sizes run in shape buckets (see _buckets): each call pads its inputs
+    to its bucket's sizes and runs the rewritten graph, one program per bucket."""
+
+    def __init__(self, name: str, plan, scalars_move: bool | None):
+        self.plan = plan
+        self.graph = _Graph(plan.gm, name, scalars_move)
+        _stats["compiled_bucketed_graphs"] += 1
+
+    def __call__(self, args: list) -> list:
+        call = self.plan.call(args)
+        outputs = self.graph(call.padded(args))
+        _stats["compiled_bucketed_calls"] += 1
+        return call.unpadded(outputs)
+
+
 def _has_cpu_output(gm: torch.fx.GraphModule) -> bool:
     """Whether the graph returns a CPU tensor (which its CPU inputs may compute)."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -263,7 +280,28 @@ def _build(gm: torch.fx.GraphModule, kind: str, scalars_move: bool | None = None
     if any(_is_collective(n) for n in gm.graph.nodes):
         _write_fx(name, gm)
         return _split_at_collectives(gm, name)
+    plan, _ = _buckets.plan(gm, *_outputs_seen(kind))
+    if plan is not None:
+        return _Bucketed(name, plan, scalars_move)
     return _Graph(gm, name, scalars_move)
+
+
+def _outputs_seen(kind: str) -> tuple[int | None, bool]:
+    """How many of a graph's outputs its caller sees (a forward graph's others are saved for the
+    backward; None: all of them), and whether PyTorch rebuilds some of them as views of another
+    tensor, from the layout the graph returned them in (AOTAutograd's output aliases)."""
+    if kind == "backward":
+        return None, False
+    from torch._functorch._aot_autograd.schemas import OutputType
+    from torch._guards import TracingContext
+
+    meta = getattr(TracingContext.try_get(), "fw_metadata", None)
+    if meta is None:
+        return None, True
+    plain = (OutputType.non_alias, OutputType.unsafe_view_alias)
+    aliased = meta.num_intermediate_bases > 0 or any(
+        o.output_type not in plain for o in meta.output_info)
+    return (meta.num_forward if kind == "forward" else None), aliased
 
 
 def graph_from_cache(gm: torch.fx.GraphModule, kind: str, scalars_move: bool):

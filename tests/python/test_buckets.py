@@ -1,0 +1,250 @@
+"""Shape buckets for compiled graphs (torchtpu/_buckets.py): a graph over a dimension whose size
+varies runs one program per bucket of sizes, with the results of the exact sizes (PyTorch on the
+CPU as reference) for reductions, softmax, layer norm, causal attention, cross-entropy with
+ignored targets, views merging the varying dimension, and gradients; graphs it cannot keep exact
+compile per size as before."""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import run_python
+
+import torchtpu
+from torchtpu import _buckets
+
+LENGTHS = [3, 5, 11, 8, 17, 2, 30]
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def stats():
+    m = torchtpu.metrics()
+    return m["compiled_bucketed_calls"], m["compiled_captures"]
+
+
+def check(fn, make, lengths=LENGTHS, bucketed=True, atol=1e-5):
+    """fn compiled on tpu over inputs make(n) of each length, against fn on the CPU."""
+    compiled = torch.compile(fn, backend="tpu")
+    calls, _ = stats()
+    for n in lengths:
+        inputs = make(n)
+        want = fn(*inputs)
+        got = compiled(*(t.to("tpu") for t in inputs))
+        want = want if isinstance(want, tuple) else (want,)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, (n, g.shape, w.shape)
+            assert g.is_contiguous() == w.is_contiguous(), n
+            torch.testing.assert_close(g.cpu(), w, atol=atol, rtol=1e-5, equal_nan=True,
+                                       msg=lambda m: f"length {n}: {m}")
+    ran = stats()[0] - calls
+    if bucketed:
+        assert ran >= len(lengths) - 1, f"{ran} bucketed calls for {len(lengths)} lengths"
+    else:
+        assert ran == 0
+
+
+def rows(n, b=2, h=6, seed=0):
+    return torch.randn(b, n, h, generator=torch.Generator().manual_seed(seed + n))
+
+
+def test_the_ladder():
+    assert [_buckets.bucket(n, 2.0) for n in (1, 8, 9, 16, 17, 100, 512)] == [
+        8, 8, 16, 16, 32, 128, 512]
+    assert len({_buckets.bucket(n, 2.0) for n in range(1, 513)}) == 7
+    assert _buckets.bucket(5, 2.0, bound=40) == 40
+    assert _buckets.bucket(9, 1.5) == 12
+
+
+@pytest.mark.parametrize("value", ["1", "-2", "x"])
+def test_a_bad_ladder_says_so(monkeypatch, value):
+    monkeypatch.setenv("TORCHTPU_SHAPE_BUCKETS", value)
+    with pytest.raises(ValueError, match="TORCHTPU_SHAPE_BUCKETS"):
+        _buckets.factor()
+
+
+REDUCTIONS = {
+    "sum": lambda x: x.sum(1),
+    "sum_all": lambda x: x.sum(),
+    "mean": lambda x: x.mean(1),
+    "mean_keepdim": lambda x: x.mean((0, 1), keepdim=True),
+    "amax": lambda x: x.amax(1),
+    "amin": lambda x: -x.amin(1),
+    "softmax": lambda x: x.softmax(1),
+    "log_softmax": lambda x: torch.log_softmax(x, 1),
+    "gram": lambda x: x.transpose(1, 2) @ x,
+    "cumsum": lambda x: x.cumsum(1),
+    "layer_norm": lambda x: F.layer_norm(x, (x.shape[-1],)),
+    "merged_view": lambda x: x.reshape(-1, x.shape[-1]).sum(0),
+    "merged_then_split": lambda x: (x.reshape(-1, x.shape[-1]) * 2).view(x.shape).sum(1),
+    "non_leading_output": lambda x: x * 2 + 1,
+    "prod": lambda x: (x.abs() + 0.5).prod(1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reductions_over_the_varying_dimension(name):
+    check(REDUCTIONS[name], lambda n: (rows(n),))
+
+
+def test_nan_and_inf_stay_where_they_are():
+    def make(n):
+        x = rows(n)
+        x[0, n // 2, 1] = float("nan")
+        x[1, 0, 2] = float("inf")
+        return (x,)
+    check(lambda x: (x.amax(1), x.sum(1), x.softmax(1)), make)
+
+
+def test_cross_entropy_with_ignored_targets():
+    def make(n):
+        g = torch.Generator().manual_seed(n)
+        logits = torch.randn(2, n, 7, generator=g)
+        target = torch.randint(0, 7, (2, n), generator=g)
+        target[0, 0] = -100
+        return logits, target
+    check(lambda x, t: F.cross_entropy(x.view(-1, 7), t.view(-1)), make)
+
+
+class Block(nn.Module):
+    """Embedding, causal self-attention, layer norm, an MLP, a vocabulary head and the loss."""
+
+    def __init__(self, vocab=40, width=16, heads=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.ln = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 32), nn.GELU(), nn.Linear(32, width))
+        self.head = nn.Linear(width, vocab)
+        self.heads = heads
+
+    def forward(self, idx, targets):
+        b, n = idx.shape
+        x = self.emb(idx)
+        q, k, v = self.qkv(self.ln(x)).split(x.shape[-1], dim=-1)
+        q, k, v = [t.view(b, n, self.heads, -1).transpose(1, 2) for t in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        causal = torch.ones(n, n, dtype=torch.bool, device=idx.device).tril()
+        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, -1))
+        x = x + self.mlp(x)
+        logits = self.head(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return loss, logits
+
+
+def test_a_transformer_step_over_varying_lengths_equals_the_cpu():
+    torch.manual_seed(0)
+    cpu = Block()
+    tpu = Block()
+    tpu.load_state_dict(cpu.state_dict())
+    tpu = tpu.to("tpu")
+    step = torch.compile(tpu, backend="tpu")
+    calls, captures = stats()
+    for n in LENGTHS:
+        g = torch.Generator().manual_seed(n)
+        idx, targets = torch.randint(0, 40, (2, n), generator=g), torch.randint(0, 40, (2, n),
+                                                                                 generator=g)
+        loss, logits = cpu(idx, targets)
+        (loss + logits.square().mean()).backward()
+        got_loss, got_logits = step(idx.to("tpu"), targets.to("tpu"))
+        (got_loss + got_logits.square().mean()).backward()
+        assert got_logits.is_contiguous() and got_logits.shape == logits.shape
+        torch.testing.assert_close(got_loss.cpu(), loss, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got_logits.cpu(), logits, atol=1e-5, rtol=1e-5)
+        for (name, p), q in zip(tpu.named_parameters(), cpu.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad, atol=3e-5, rtol=1e-4,
+                                       msg=lambda m: f"length {n}, {name}.grad: {m}")
+            p.grad, q.grad = None, None
+    calls, captures = stats()[0] - calls, stats()[1] - captures
+    # the first length compiles exactly (Dynamo sees one size); the others, in the buckets
+    # 8, 16 and 32, run the forward and the backward graph bucketed
+    assert calls == 2 * (len(LENGTHS) - 1)
+    assert captures == 2 + 2 * 3
+
+
+def test_lengths_1_to_64_capture_one_program_per_bucket():
+    f = torch.compile(lambda x: x.softmax(1).sum(1) + x.mean(1), backend="tpu")
+    _, captures = stats()
+    for n in range(1, 65):
+        x = torch.randn(2, n, 4)
+        torch.testing.assert_close(f(x.to("tpu")).cpu(), x.softmax(1).sum(1) + x.mean(1))
+    # length 1 specializes, 2 exactly; then the buckets 8, 16, 32, 64
+    assert stats()[1] - captures <= 2 + 4
+
+
+def test_mark_dynamic_with_a_max_compiles_one_program():
+    f = torch.compile(lambda x: x.softmax(0) * x.sum(0), backend="tpu")
+    _, captures = stats()
+    for n in (5, 9, 30, 48):
+        x = torch.randn(n, 3)
+        t = x.to("tpu")
+        torch._dynamo.mark_dynamic(t, 0, min=2, max=48)
+        torch.testing.assert_close(f(t).cpu(), x.softmax(0) * x.sum(0))
+    assert stats()[1] - captures == 1
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("var", lambda x: x.var(1)),
+    ("flip", lambda x: x.flip(1).sum(1)),
+    ("from_the_end", lambda x: x[:, -2:].sum(1)),
+    ("cat", lambda x: torch.cat([x, x], 1).cumsum(1)),
+])
+def test_graphs_it_cannot_keep_exact_compile_per_size(name, fn):
+    check(fn, lambda n: (rows(n),), lengths=[3, 5, 9], bucketed=False)
+
+
+def test_a_graph_writing_its_varying_input_compiles_per_size():
+    def f(x):
+        x.mul_(2)
+        return x.sum(1)
+    f_tpu = torch.compile(f, backend="tpu")
+    graphs = torchtpu.metrics()["compiled_bucketed_graphs"]
+    for n in (3, 5, 9):
+        x = rows(n)
+        t = x.to("tpu")
+        torch.testing.assert_close(f_tpu(t).cpu(), f(x))
+        torch.testing.assert_close(t.cpu(), x)
+    assert torchtpu.metrics()["compiled_bucketed_graphs"] == graphs
+
+
+def test_attention_with_infinite_values():
+    def f(q, v):
+        att = (q @ q.transpose(1, 2)).softmax(-1)
+        return att @ v, att.sum(1)
+
+    def make(n):
+        q, v = rows(n, h=4), rows(n, h=4, seed=7)
+        v[0, -1, 0] = float("inf")
+        return q, v
+    check(f, make)
+
+
+def test_random_ops_compile_per_size():
+    f = torch.compile(lambda x: F.dropout(x, 0.5).sum(1), backend="tpu")
+    graphs = torchtpu.metrics()["compiled_bucketed_graphs"]
+    for n in (3, 5, 9):
+        assert f(torch.ones(2, n, device="tpu")).shape == (2,)
+    assert torchtpu.metrics()["compiled_bucketed_graphs"] == graphs
+
+
+def test_buckets_off():
+    done = run_python("""
+        import torch, torchtpu
+        f = torch.compile(lambda x: x.sum(1), backend="tpu")
+        for n in (3, 5, 9):
+            f(torch.ones(2, n, device="tpu")).cpu()
+        m = torchtpu.metrics()
+        print(m["compiled_bucketed_graphs"], m["compiled_captures"])
+        """, TORCHTPU_SHAPE_BUCKETS="0")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["0", "3"]

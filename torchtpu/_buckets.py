@@ -1,0 +1,796 @@
+"""Shape buckets: one program for a compiled graph over every size of its dynamic dimensions up
+to a bound.
+
+A graph Dynamo traced with symbolic sizes (a dimension seen with a second size, or marked with
+torch._dynamo.mark_dynamic) runs, for a size n, the program captured for its bucket B >= n: the
+next step of a geometric ladder (8, 16, 32, ... for TORCHTPU_SHAPE_BUCKETS=2, the default; 0
+turns buckets off), or the `max` that mark_dynamic gave. Its tensor inputs are padded to B, and
+the graph is rewritten so that the padding, whatever it holds, never reaches a valid element:
+where an op reduces or contracts over a dynamic dimension (sum, max, mean, softmax, matmul, the
+loss's targets, an embedding's gradient, layer norm's weight gradient), its input's padding is
+first replaced by the op's identity, and a mean divides by the true count. The true sizes are
+device arguments, so one program serves every size in the bucket.
+
+Every dynamic dimension keeps its valid elements at its front. Where a view would break that
+(merging a dynamic size with an outer dimension, as logits.view(-1, vocab) does), a gather puts
+them back in front, and a view splitting such a dimension gathers them out again. Outputs come
+back as their valid elements: contiguous, as PyTorch returns them, for what the caller sees (a
+gather compacts them where needed); what a forward saves for its backward stays padded, and the
+backward views it at the bucket's sizes without a copy.
+
+A graph is bucketed only when every op touching a dynamic dimension is one whose valid results
+depend on valid inputs alone (pointwise ops, views, the reductions and contractions above,
+gathers, slices from a fixed start, cat and scatter along other dimensions); any other graph
+compiles per size, as before.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+
+import sympy
+import torch
+
+DEFAULT_FACTOR = 2.0
+SMALLEST = 8
+HOST_PAD_ELEMENTS = 1 << 16  # inputs up to this many elements are padded on the host
+
+_aten = torch.ops.aten
+
+
+class _NotBucketed(Exception):
+    pass
+
+
+def factor() -> float | None:
+    """The ladder's factor (TORCHTPU_SHAPE_BUCKETS), None when buckets are off."""
+    text = os.environ.get("TORCHTPU_SHAPE_BUCKETS", "").strip()
+    if not text:
+        return DEFAULT_FACTOR
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"torchtpu: TORCHTPU_SHAPE_BUCKETS must be a number (a ladder factor "
+                         f"above 1, or 0 for off), got {text!r}") from None
+    if value == 0:
+        return None
+    if not value > 1:
+        raise ValueError(f"torchtpu: TORCHTPU_SHAPE_BUCKETS must be above 1 (or 0 for off), "
+                         f"got {text!r}")
+    return value
+
+
+def bucket(n: int, ladder: float, bound: int | None = None) -> int:
+    """The bucket for size n: `bound` (mark_dynamic's max) if given, else the ladder's first
+    step at or above n."""
+    if bound is not None and n <= bound:
+        return bound
+    b = SMALLEST
+    while b < n:
+        b = max(b + 1, math.ceil(b * ladder))
+    return b
+
+
+def _expr(value) -> sympy.Expr:
+    if isinstance(value, torch.SymInt):
+        return value.node.expr
+    return sympy.Integer(int(value))
+
+
+def _val(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _is_tensor(node) -> bool:
+    return isinstance(_val(node), torch.Tensor)
+
+
+def _dynamic(value) -> bool:
+    return isinstance(value, torch.Tensor) and any(
+        not _expr(s).is_number for s in value.shape)
+
+
+def _shape(node) -> list[sympy.Expr]:
+    return [_expr(s) for s in _val(node).shape]
+
+
+def _groups(before: list[sympy.Expr], after: list[sympy.Expr]):
+    """A view's dimensions in groups of equal size: (dims before, dims after) per group."""
+    groups, i, j = [], 0, 0
+    while i < len(before) or j < len(after):
+        gi, gj = [], []
+        a = b = sympy.Integer(1)
+        if i < len(before):
+            gi, a, i = [i], before[i], i + 1
+        if j < len(after):
+            gj, b, j = [j], after[j], j + 1
+        if a == 0 or b == 0:
+            raise _NotBucketed("a view of an empty tensor")
+        while sympy.simplify(a - b) != 0:
+            if sympy.denom(sympy.together(b / a)) == 1 and i < len(before):
+                gi, a, i = gi + [i], a * before[i], i + 1
+            elif j < len(after):
+                gj, b, j = gj + [j], b * after[j], j + 1
+            else:
+                raise _NotBucketed("a view of sizes that do not match")
+        groups.append((gi, gj))
+    return groups
+
+
+def _regrouping(before: list[sympy.Expr], after: list[sympy.Expr]):
+    """How a view moves valid elements: per group holding a dynamic size whose valid elements
+    would stop being a prefix, (kind, dim, outer, dynamic size, inner): "merge" for dims merged
+    into output dim `dim`, "split" for input dim `dim` split. Raises when no gather can fix it."""
+    moves = []
+    for gi, gj in _groups(before, after):
+        dyn_in = [d for d in gi if not before[d].is_number]
+        dyn_out = [d for d in gj if not after[d].is_number]
+        if not dyn_in and not dyn_out:
+            continue
+        if len(gi) == 1 and len(gj) == 1:
+            continue
+        if len(gj) == 1 and len(dyn_in) == 1:
+            d = dyn_in[0]
+            outer = [before[k] for k in gi if k < d]
+            if all(f == 1 for f in outer):
+                continue  # the dynamic size is outermost: its valid elements stay a prefix
+            moves.append(("merge", gj[0], math.prod(outer, start=sympy.Integer(1)), before[d],
+                          math.prod((before[k] for k in gi if k > d), start=sympy.Integer(1))))
+        elif len(gi) == 1 and len(dyn_out) == 1:
+            d = dyn_out[0]
+            outer = [after[k] for k in gj if k < d]
+            if all(f == 1 for f in outer):
+                continue
+            moves.append(("split", gi[0], math.prod(outer, start=sympy.Integer(1)), after[d],
+                          math.prod((after[k] for k in gj if k > d), start=sympy.Integer(1))))
+        else:
+            raise _NotBucketed("a view regrouping several dynamic sizes")
+    return moves
+
+
+_POSITIONAL = {  # valid results from valid inputs, position by position
+    _aten.clone, _aten._to_copy, _aten.alias, _aten.detach, _aten.copy, _aten.lift_fresh_copy,
+    _aten.where, _aten.masked_fill, _aten.cumsum, _aten.triu, _aten.tril, _aten.zeros_like,
+    _aten.ones_like, _aten.empty_like, _aten.full_like, _aten.fill, _aten.permute,
+    _aten.transpose, _aten.t, _aten.unsqueeze, _aten.squeeze, _aten.expand, _aten.expand_copy,
+    _aten.embedding, _aten.index_select, _aten.gather,
+}
+_REDUCTIONS = {_aten.sum: 0, _aten.amax: "min", _aten.amin: "max", _aten.any: False,
+               _aten.all: True, _aten.prod: 1, _aten.mean: 0}
+_FACTORIES = {_aten.full, _aten.zeros, _aten.ones, _aten.empty, _aten.new_zeros, _aten.new_ones,
+              _aten.new_full, _aten.new_empty, _aten.empty_strided, _aten.scalar_tensor}
+_VIEWS = {_aten.view, _aten._unsafe_view, _aten.reshape, _aten.view_copy}
+_SIZE_MATH = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
+              torch.sym_max, torch.sym_min, operator.getitem}
+
+
+def _reduced_dims(node: torch.fx.Node, rank: int) -> set[int]:
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if dims is None or dims == [] or node.target in (_aten.sum.default, _aten.mean.default,
+                                                      _aten.any.default, _aten.all.default,
+                                                      _aten.prod.default):
+        return set(range(rank))
+    dims = [dims] if isinstance(dims, int) else dims
+    return {d % rank for d in dims}
+
+
+def _dynamic_dims(node, dims=None) -> set[int]:
+    return {d for d, e in enumerate(_shape(node)) if not e.is_number
+            and (dims is None or d in dims)}
+
+
+def _count(mean: torch.fx.Node) -> sympy.Expr:
+    """The number of valid elements a mean divides by: the product of its reduced sizes."""
+    shape = _shape(mean.args[0])
+    return math.prod((shape[d] for d in _reduced_dims(mean, len(shape))), start=sympy.Integer(1))
+
+
+# (operand, its contracted dim, operand, its contracted dim)
+_CONTRACTIONS = {_aten.mm: (0, 1, 1, 0), _aten.addmm: (1, 1, 2, 0), _aten.bmm: (0, 2, 1, 1),
+                 _aten.baddbmm: (1, 2, 2, 1)}
+
+
+class _Rewriter:
+    """Emits a plan's masks, means and gathers into the new graph."""
+
+    def __init__(self, plan: "Plan", graph: torch.fx.Graph):
+        self.plan, self.graph = plan, graph
+
+    def start(self, env) -> None:
+        """After the graph's inputs: the true sizes' inputs, and each symbol's bucket size."""
+        g, plan = self.graph, self.plan
+        self.sizes = [g.placeholder(f"true_size_{k}") for k in range(len(plan.sizes))]
+        self.symbols = {}
+        for s, (i, d) in plan.symbol_at.items():
+            p = env[plan.placeholders[i]]
+            self.symbols[s] = p if d is None else g.call_function(_aten.sym_size.int, (p, d))
+
+    def bucket(self, e: sympy.Expr):
+        """Size `e` at the bucket (an int, or a node computing it from the bucket's sizes)."""
+        e = sympy.sympify(e)
+        if e.is_number:
+            return int(e)
+        if isinstance(e, sympy.Symbol):
+            return self.symbols[e]
+        op = operator.add if isinstance(e, sympy.Add) else operator.mul
+        value = None
+        for a in e.args:
+            v = self.bucket(a)
+            value = v if value is None else self.graph.call_function(op, (value, v))
+        return value
+
+    def true(self, e: sympy.Expr):
+        return self.sizes[self.plan._size(sympy.sympify(e))]
+
+    def divisor(self, e: sympy.Expr):
+        """The true size `e`, at least 1: what an index is divided by (an empty dimension has
+        no valid element to find)."""
+        return self.graph.call_function(_aten.clamp_min.default, (self.true(e), 1))
+
+    def index(self, length, device):
+        return self.graph.call_function(_aten.arange.default, (length,),
+                                        {"dtype": torch.int64, "device": device})
+
+    def valid(self, value, source, dims):
+        """True at the valid elements of `source` (its copy `value`) along `dims`."""
+        g = self.graph
+        rank = _val(source).dim()
+        mask = None
+        for d in sorted(dims):
+            at = self.index(g.call_function(_aten.sym_size.int, (value, d)), _val(source).device)
+            ok = g.call_function(_aten.lt.Tensor, (at, self.true(_shape(source)[d])))
+            shape = [1] * rank
+            shape[d] = -1
+            ok = g.call_function(_aten.view.default, (ok, shape))
+            mask = ok if mask is None else g.call_function(_aten.logical_and.default, (mask, ok))
+        return mask
+
+    def zeroed(self, value, source):
+        """Input `source` (its copy `value`) with zeros in its padding."""
+        return self.graph.call_function(_aten.where.ScalarOther, (
+            self.valid(value, source, _dynamic_dims(source)), value, 0))
+
+    def masked(self, n, masks, env):
+        g = self.graph
+        args = [torch.fx.node.map_arg(a, env.__getitem__) for a in n.args]
+        kwargs = torch.fx.node.map_arg(n.kwargs, env.__getitem__)
+        for arg, dims, fill in masks:
+            source = n.args[arg]
+            if isinstance(fill, tuple):  # a loss's ignore_index
+                fill = n.args[fill[1]] if len(n.args) > fill[1] else -100
+            elif fill in ("min", "max"):
+                fill = _extreme(_val(source).dtype, fill)
+            args[arg] = g.call_function(_aten.where.ScalarOther,
+                                        (self.valid(args[arg], source, dims), args[arg], fill))
+        if n in self.plan.means:
+            keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+            dims = sorted(_reduced_dims(n, _val(n.args[0]).dim()))
+            total = g.call_function(_aten.sum.dim_IntList, (args[0], dims, keep),
+                                    {k: v for k, v in kwargs.items() if k == "dtype"})
+            out = g.call_function(_aten.div.Tensor, (total, self.true(_count(n))))
+        else:
+            out = g.call_function(n.target, tuple(args), kwargs)
+        out.meta = dict(n.meta)
+        return out
+
+    def sized(self, n, values, env):
+        """An op taking a size as a value, given the true size as a 0-d tensor."""
+        args = [torch.fx.node.map_arg(a, env.__getitem__) for a in n.args]
+        for k, e in values:
+            args[k] = self.true(e)
+        out = self.graph.call_function(n.target.overloadpacket.Tensor, tuple(args),
+                                       torch.fx.node.map_arg(n.kwargs, env.__getitem__))
+        out.meta = dict(n.meta)
+        return out
+
+    def compacted(self, value, node):
+        """`value` (at the bucket's sizes) as a flat tensor with its valid elements in order at
+        the front: element j is the one at j's index in the true sizes."""
+        g = self.graph
+        shape = _shape(node)
+        total = self.bucket(math.prod(shape, start=sympy.Integer(1)))
+        j = self.index(total, _val(node).device)
+        rest, at, stride = j, None, 1
+        for d in reversed(range(len(shape))):
+            size = shape[d]
+            true = self.divisor(size) if not size.is_number else max(int(size), 1)
+            scalar = isinstance(true, int)
+            digit = g.call_function(_aten.remainder.Scalar if scalar else _aten.remainder.Tensor,
+                                    (rest, true))
+            rest = g.call_function(_aten.div.Tensor_mode if not scalar else _aten.div.Scalar_mode,
+                                   (rest, true), {"rounding_mode": "floor"})
+            term = g.call_function(_aten.mul.Scalar if isinstance(stride, int) else
+                                   _aten.mul.Tensor, (digit, stride))
+            at = term if at is None else g.call_function(_aten.add.Tensor, (at, term))
+            stride = g.call_function(operator.mul, (stride, self.bucket(size))) \
+                if not (isinstance(stride, int) and size.is_number) else stride * int(size)
+        at = g.call_function(_aten.clamp_max.default, (at, g.call_function(operator.sub,
+                                                                          (total, 1))))
+        flat = g.call_function(_aten.reshape.default, (value, [-1]))
+        return g.call_function(_aten.index_select.default, (flat, 0, at))
+
+    def view(self, n, env):
+        """A view whose valid elements a gather puts back in front (merged), or in place
+        (split), before it is taken."""
+        g = self.graph
+        x = env[n.args[0]]
+        device = _val(n).device
+        after = [(kind, dim, outer, size, inner) for kind, dim, outer, size, inner
+                 in self.plan.moves[n] if kind == "merge"]
+        for kind, dim, outer, size, inner in self.plan.moves[n]:
+            if kind != "split":
+                continue
+            # position q of the split dims (at the bucket) reads element o * n * inner + r of
+            # the compact input, o = q // (B * inner), r = q % (B * inner)
+            block = g.call_function(operator.mul, (self.bucket(size), self.bucket(inner)))
+            length = g.call_function(operator.mul, (block, self.bucket(outer)))
+            q = self.index(length, device)
+            o = g.call_function(_aten.div.Tensor_mode, (q, block), {"rounding_mode": "floor"})
+            r = g.call_function(_aten.remainder.Scalar, (q, block))
+            valid = self.true(size * inner)
+            src = g.call_function(_aten.add.Tensor,
+                                  (g.call_function(_aten.mul.Tensor, (o, valid)), r))
+            src = g.call_function(_aten.where.ScalarOther,
+                                  (g.call_function(_aten.lt.Tensor, (r, valid)), src, 0))
+            x = g.call_function(_aten.index_select.default, (x, dim, src))
+        out = g.call_function(n.target, (x,) + tuple(
+            torch.fx.node.map_arg(a, env.__getitem__) for a in n.args[1:]))
+        out.meta = dict(n.meta)
+        for kind, dim, outer, size, inner in after:
+            # element j of the merged dim (compact) is o * B * inner + r of the view, for
+            # o = j // (n * inner), r = j % (n * inner)
+            block = g.call_function(operator.mul, (self.bucket(size), self.bucket(inner)))
+            length = g.call_function(operator.mul, (block, self.bucket(outer)))
+            j = self.index(length, device)
+            valid = self.divisor(size * inner)
+            o = g.call_function(_aten.div.Tensor_mode, (j, valid), {"rounding_mode": "floor"})
+            r = g.call_function(_aten.remainder.Tensor, (j, valid))
+            src = g.call_function(_aten.add.Tensor,
+                                  (g.call_function(_aten.mul.Tensor, (o, block)), r))
+            src = g.call_function(_aten.clamp_max.default, (src, g.call_function(
+                operator.sub, (length, 1))))
+            out = g.call_function(_aten.index_select.default, (out, dim, src))
+        return out
+
+
+class Plan:
+    """How a graph runs bucketed: its dynamic inputs, the masks and gathers it needs, its
+    outputs. Every dynamic dimension's valid elements are a prefix of it: where a view would
+    break that (merging a dynamic size with an outer one), a gather puts them back in front."""
+
+    def __init__(self, gm: torch.fx.GraphModule, ladder: float, visible: int | None = None):
+        self.ladder = ladder
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.inputs: list[list[tuple[int, sympy.Expr]]] = []  # per input, its dynamic dims
+        self.int_inputs: dict[int, sympy.Symbol] = {}
+        self.bounds: dict[sympy.Symbol, int | None] = {}
+        self.symbol_at: dict[sympy.Symbol, tuple[int, int | None]] = {}  # (input, dim or None)
+        for i, p in enumerate(self.placeholders):
+            val = _val(p)
+            dims = []
+            if isinstance(val, torch.SymInt):
+                e = _expr(val)
+                self.int_inputs[i] = e
+                if isinstance(e, sympy.Symbol):
+                    self.bounds[e] = _bound(val)
+                    self.symbol_at.setdefault(e, (i, None))
+            elif isinstance(val, torch.Tensor):
+                for d, size in enumerate(val.shape):
+                    e = _expr(size)
+                    if e.is_number:
+                        continue
+                    dims.append((d, e))
+                    if isinstance(e, sympy.Symbol):
+                        self.bounds[e] = _bound(size)
+                        self.symbol_at.setdefault(e, (i, d))
+            self.inputs.append(dims)
+        if not any(self.inputs):
+            raise _NotBucketed("no input of dynamic size")
+        for i, e in [*((i, e) for i, dims in enumerate(self.inputs) for _, e in dims),
+                     *self.int_inputs.items()]:
+            if not e.free_symbols <= set(self.symbol_at):
+                raise _NotBucketed(f"input {i}'s size {e} is not made of the inputs' sizes")
+        self.masks: list[tuple[torch.fx.Node, int, set[int], object]] = []  # node, arg, dims, fill
+        self.means: set[torch.fx.Node] = set()
+        self.moves: dict[torch.fx.Node, list] = {}  # views and their gathers
+        self.values: dict[torch.fx.Node, list] = {}  # ops taking a size as a value
+        for n in gm.graph.nodes:
+            self._visit(n)
+        outs = _results(gm)
+        self.outputs: list = []  # per output: its sizes if dynamic, its expression if a size
+        # Outputs the caller sees whose valid elements are not a prefix of their storage come
+        # back compacted (contiguous, as PyTorch returns them); those only the backward reads
+        # stay padded, for it to take as they are.
+        self.compacted: set[int] = set()
+        for i, o in enumerate(outs):
+            val = _val(o)
+            if o is not None and not isinstance(o, torch.fx.Node):
+                raise _NotBucketed("it returns a constant")
+            if isinstance(val, torch.SymInt):
+                self.outputs.append(_expr(val))  # a size: returned at its true value
+                continue
+            self.outputs.append(_shape(o) if _dynamic(val) else None)
+            if _dynamic(val) and (visible is None or i < visible) and not _prefix(_shape(o)):
+                self.compacted.add(i)
+        self.sizes: list[sympy.Expr] = []  # sizes given to the program as device arguments
+        self.gm = self._rewritten(gm)
+        self._calls: dict[tuple, _Call] = {}
+
+    # -- which ops are safe ------------------------------------------------------------------
+
+    def _visit(self, n: torch.fx.Node) -> None:
+        if n.op != "call_function":
+            return
+        self._check_sizes_as_values(n)
+        found: list = []
+        torch.fx.node.map_arg((n.args, n.kwargs), found.append)
+        outputs = _val(n) if isinstance(_val(n), (list, tuple)) else [_val(n)]
+        if not any(_dynamic(_val(a)) for a in found) and not any(_dynamic(v) for v in outputs):
+            return
+        if n.target in _SIZE_MATH:
+            return
+        packet = getattr(n.target, "overloadpacket", None)
+        if packet is None:
+            raise _NotBucketed(f"{n.target} on a dynamic size")
+        if torch.Tag.nondeterministic_seeded in n.target.tags:
+            # at the bucket's size it would draw other numbers than at the true one
+            raise _NotBucketed(f"the random op {packet.__name__} on a dynamic size")
+        x = n.args[0] if n.args else None
+        if packet in _VIEWS:
+            moves = _regrouping(_shape(x), _shape(n))
+            if moves:
+                self.moves[n] = moves
+        elif packet in _REDUCTIONS:
+            dims = _dynamic_dims(x, _reduced_dims(n, _val(x).dim()))
+            if dims:
+                self.masks.append((n, 0, dims, _REDUCTIONS[packet]))
+                if packet is _aten.mean:
+                    self.means.add(n)
+        elif packet in (_aten._softmax, _aten._log_softmax):
+            dims = _dynamic_dims(x, {n.args[1] % _val(x).dim()})
+            if dims:
+                self.masks.append((n, 0, dims, "min"))
+        elif packet in (_aten._softmax_backward_data, _aten._log_softmax_backward_data):
+            dims = _dynamic_dims(x, {n.args[2] % _val(x).dim()})
+            if dims:
+                self.masks.append((n, 0, dims, 0))
+                if packet is _aten._log_softmax_backward_data:
+                    self.masks.append((n, 1, dims, "min"))
+                elif not dims <= self._zeros(n.args[1]):
+                    self.masks.append((n, 1, dims, 0))
+        elif packet in _CONTRACTIONS:
+            ia, da, ib, db = _CONTRACTIONS[packet]
+            if _dynamic_dims(n.args[ia], {da}) or _dynamic_dims(n.args[ib], {db}):
+                # both zero in the padding: a 0 times an infinite padding would be NaN
+                if da not in self._zeros(n.args[ia]):
+                    self.masks.append((n, ia, {da}, 0))
+                if db not in self._zeros(n.args[ib]):
+                    self.masks.append((n, ib, {db}, 0))
+        elif packet in (_aten.nll_loss_forward, _aten.nll_loss_backward):
+            target = 1 if packet is _aten.nll_loss_forward else 2
+            dims = _dynamic_dims(n.args[target])
+            if dims:
+                self.masks.append((n, target, dims, ("ignore_index", target + 3)))
+        elif packet is _aten.embedding_dense_backward:
+            dims = _dynamic_dims(n.args[1])
+            if dims:
+                self.masks.append((n, 0, dims, 0))
+        elif packet in (_aten.native_layer_norm, _aten.native_layer_norm_backward):
+            source = n.args[0] if packet is _aten.native_layer_norm else n.args[1]
+            k = len(n.args[1] if packet is _aten.native_layer_norm else n.args[2])
+            rank = _val(source).dim()
+            if _dynamic_dims(source, set(range(rank - k, rank))):
+                raise _NotBucketed("layer norm over a dynamic dimension")
+            dims = _dynamic_dims(source)
+            if packet is _aten.native_layer_norm_backward and dims:
+                for arg, fill in ((0, 0), (1, 0), (3, 0), (4, 1)):
+                    self.masks.append((n, arg, dims, fill))
+        elif packet in (_aten.slice, _aten.select):
+            dim = (n.args[1] if len(n.args) > 1 else 0) % _val(x).dim()
+            start = n.args[2] if len(n.args) > 2 else 0
+            if _dynamic_dims(x, {dim}) and not (isinstance(start, int) and start >= 0):
+                raise _NotBucketed(f"{packet.__name__} of a dynamic dimension from its end")
+        elif packet in (_aten.split, _aten.split_with_sizes):
+            dim = (n.args[2] if len(n.args) > 2 else 0) % _val(x).dim()
+            if _dynamic_dims(x, {dim}):
+                raise _NotBucketed("a split of a dynamic dimension")
+        elif packet is _aten.index_put:
+            indices = [t for t in n.args[1] if t is not None]
+            accumulate = n.args[3] if len(n.args) > 3 else n.kwargs.get("accumulate", False)
+            if any(_dynamic_dims(t) for t in indices):
+                if not accumulate:  # the padding's writes would land anywhere
+                    raise _NotBucketed("index_put with dynamic indices")
+                self.masks.append((n, 2, _dynamic_dims(n.args[2]), 0))  # they add zeros
+        elif packet is _aten.cat:
+            parts = n.args[0]
+            dim = (n.args[1] if len(n.args) > 1 else 0) % _val(n).dim()
+            if any(_dynamic_dims(t, {dim}) for t in parts if _val(t).dim() == _val(n).dim()):
+                raise _NotBucketed("a cat along a dynamic dimension")
+        elif packet in (_aten.scatter, _aten.scatter_add, _aten.scatter_reduce):
+            dim = n.args[1] % max(_val(n.args[2]).dim(), 1)
+            if _dynamic_dims(n.args[2], {dim}):  # padding's indices would write anywhere
+                raise _NotBucketed(f"{packet.__name__} along a dynamic dimension")
+        elif packet is _aten.arange:
+            if len(n.args) > 1 and n.args[0] != 0:
+                raise _NotBucketed("an arange from a start")
+        elif not (packet in _POSITIONAL or packet in _FACTORIES
+                  or torch.Tag.pointwise in n.target.tags):
+            raise _NotBucketed(f"{packet.__name__} on a dynamic size")
+
+    def _zeros(self, node) -> set[int]:
+        """The dimensions along which `node`'s padding is known to hold zeros: a softmax's
+        output along the dimension it masked (exp(-inf)), through the views taken of it."""
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            return set()
+        packet = getattr(node.target, "overloadpacket", None)
+        source = node.args[0] if node.args else None
+        if packet is _aten._softmax:
+            return _dynamic_dims(source, {node.args[1] % _val(source).dim()})
+        if packet in (_aten.expand, _aten.clone, _aten.alias, _aten.detach):
+            lead = _val(node).dim() - _val(source).dim()
+            return {d + lead for d in self._zeros(source)}
+        if packet in (_aten.permute, _aten.transpose, _aten.t):
+            rank = _val(source).dim()
+            if packet is _aten.permute:
+                order = [d % rank for d in node.args[1]]
+            else:
+                a, b = (node.args[1] % rank, node.args[2] % rank) if packet is _aten.transpose \
+                    else (0, 1)
+                order = list(range(rank))
+                order[a], order[b] = order[b], order[a]
+            zeros = self._zeros(source)
+            return {k for k, d in enumerate(order) if d in zeros}
+        if packet in _VIEWS and node not in self.moves:
+            zeros = self._zeros(source)
+            return {gj[0] for gi, gj in _groups(_shape(source), _shape(node))
+                    if len(gi) == 1 and len(gj) == 1 and gi[0] in zeros}
+        return set()
+
+    def _check_sizes_as_values(self, n: torch.fx.Node) -> None:
+        """A size used as a value (not as a size) would be the bucket's, not the true one."""
+        schema = getattr(n.target, "_schema", None)
+        if schema is None or n.target.overloadpacket is _aten.arange:
+            return
+        given = list(zip(schema.arguments, n.args)) + [
+            (a, n.kwargs[a.name]) for a in schema.arguments if a.name in n.kwargs]
+        for k, (arg, value) in enumerate(given):
+            if "int" in str(arg.type).lower():
+                continue
+            found: list = []
+            torch.fx.node.map_arg(value, found.append)
+            if not any(isinstance(_val(f), torch.SymInt) for f in found):
+                continue
+            # x / size: the true size, a 0-d tensor, through the op's Tensor overload
+            tensor_overload = getattr(n.target.overloadpacket, "Tensor", None)
+            if (n.target._overloadname == "Scalar" and tensor_overload is not None
+                    and isinstance(value, torch.fx.Node) and k < len(n.args)):
+                self.values.setdefault(n, []).append((k, _expr(_val(value))))
+                continue
+            raise _NotBucketed(f"{n.target} takes a size as a value")
+
+    # -- the rewritten graph ----------------------------------------------------------------------
+
+    def _size(self, e: sympy.Expr) -> int:
+        """The index of size `e` among the true sizes given to the program."""
+        if e not in self.sizes:
+            self.sizes.append(e)
+        return self.sizes.index(e)
+
+    def _rewritten(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        masks: dict[torch.fx.Node, list] = {}
+        for node, arg, dims, fill in self.masks:
+            masks.setdefault(node, []).append((arg, dims, fill))
+            for d in dims:
+                self._size(_shape(node.args[arg])[d])
+        for node in self.means:
+            self._size(_count(node))
+        self.zeroed = [p for p, dims in zip(self.placeholders, self.inputs) if dims
+                       and isinstance(_val(p), torch.Tensor) and not _val(p).is_floating_point()
+                       and _val(p).dtype != torch.bool]
+        for p in self.zeroed:
+            for d in _dynamic_dims(p):
+                self._size(_shape(p)[d])
+        for node, moves in self.moves.items():
+            for _, _, _, size, inner in moves:
+                self._size(size * inner)
+        for node, values in self.values.items():
+            for _, e in values:
+                self._size(e)
+        results = _results(gm)
+        for i in self.compacted:
+            for e in _shape(results[i]):
+                if not e.is_number:
+                    self._size(e)
+        graph = torch.fx.Graph()
+        env: dict[torch.fx.Node, torch.fx.Node] = {}
+        rw = _Rewriter(self, graph)
+        for n in gm.graph.nodes:
+            if n.op == "output":
+                continue
+            if n.op == "placeholder":
+                env[n] = graph.node_copy(n, env.__getitem__)
+                if n is self.placeholders[-1]:
+                    rw.start(env)
+                    for p in self.placeholders:  # indices: no garbage in the padding
+                        if p in self.zeroed:
+                            env[p] = rw.zeroed(env[p], p)
+                continue
+            if n in self.moves:
+                env[n] = rw.view(n, env)
+            elif n in self.values:
+                env[n] = rw.sized(n, self.values[n], env)
+            elif n in masks:
+                env[n] = rw.masked(n, masks[n], env)
+            else:
+                env[n] = graph.node_copy(n, env.__getitem__)
+        results = _results(gm)
+        compacted = {i: rw.compacted(env[results[i]], results[i]) for i in self.compacted}
+        graph.output(tuple(compacted[i] if i in compacted else torch.fx.node.map_arg(
+            r, env.__getitem__) for i, r in enumerate(results)))
+        return torch.fx.GraphModule(gm, graph)
+
+    # -- a call -----------------------------------------------------------------------------------
+
+    def call(self, args: list) -> "_Call":
+        """What a call with these arguments' sizes runs at: worked out once per set of sizes."""
+        values = []
+        for s, (i, d) in self.symbol_at.items():
+            values.append(int(args[i]) if d is None else args[i].shape[d])
+        key = tuple(values)
+        call = self._calls.get(key)
+        if call is None:
+            if len(self._calls) >= 4096:
+                self._calls.clear()
+            call = self._calls[key] = _Call(self, dict(zip(self.symbol_at, values)), args)
+        return call
+
+
+class _Call:
+    """One set of true sizes: the buckets' sizes, how each input is padded, the true sizes given
+    to the program (a device tensor, kept), and how each output is cut back."""
+
+    def __init__(self, plan: Plan, at_n: dict, args: list):
+        at_b = {s: bucket(n, plan.ladder, plan.bounds.get(s)) for s, n in at_n.items()}
+        self.ints = {i: int(e.subs(at_b)) for i, e in plan.int_inputs.items()}
+        self.pads = {i: {d: int(e.subs(at_b)) for d, e in dims}
+                     for i, dims in enumerate(plan.inputs) if dims and i not in plan.int_inputs}
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)
+                       and a.device.type == "tpu"), None)
+        sizes = torch.tensor([int(e.subs(at_n)) for e in plan.sizes], dtype=torch.int64)
+        sizes = sizes.to(device)
+        self.sizes = [sizes[k] for k in range(len(plan.sizes))]
+        self.outputs: list = []
+        for i, spec in enumerate(plan.outputs):
+            if isinstance(spec, sympy.Expr):
+                self.outputs.append(("size", int(spec.subs(at_n))))
+            elif i in plan.compacted:
+                self.outputs.append(("compact", [int(e.subs(at_n)) for e in spec]))
+            elif spec is not None:
+                self.outputs.append(("narrow", [(d, int(e.subs(at_n))) for d, e in
+                                                enumerate(spec) if not e.is_number]))
+            else:
+                self.outputs.append(None)
+
+    def padded(self, args: list) -> list:
+        """The arguments at the buckets' sizes, and the true sizes after them."""
+        out = list(args)
+        for i, value in self.ints.items():
+            out[i] = value
+        for i, sizes in self.pads.items():
+            out[i] = _pad(args[i], sizes)
+        return out + self.sizes
+
+    def unpadded(self, outputs: list) -> list:
+        """The outputs at their true sizes: views of their valid elements."""
+        result = list(outputs)
+        for i, spec in enumerate(self.outputs):
+            if spec is None:
+                continue
+            kind, how = spec
+            if kind == "size":
+                result[i] = how
+            elif kind == "compact":
+                result[i] = outputs[i][:math.prod(how)].view(how)
+            else:
+                t = outputs[i]
+                for d, length in how:
+                    t = t.narrow(d, 0, length)
+                result[i] = t
+        return result
+
+
+
+def _results(gm: torch.fx.GraphModule) -> list:
+    """The graph's outputs, in order (a node, or None for a gradient not computed)."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    results = output.args[0]
+    if not isinstance(results, (list, tuple)):
+        raise _NotBucketed("its output is not a list")
+    return list(results)
+
+
+def _prefix(shape: list[sympy.Expr]) -> bool:
+    """Whether a tensor of `shape` at a bucket's sizes holds its valid elements at the front: one
+    dynamic dimension, with only 1s before it."""
+    dynamic = [d for d, e in enumerate(shape) if not e.is_number]
+    return len(dynamic) == 1 and all(e == 1 for e in shape[:dynamic[0]])
+
+
+def _pad(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor:
+    """`t` at `sizes` along those dims. A tensor whose storage reaches that far with its own
+    strides is viewed there, without a copy: what a forward saved for its backward is such a view
+    of its padded output, and whatever the padding holds, the masks keep it out of every valid
+    element (integer inputs, which may be indices, have theirs zeroed first in the graph).
+    Others are copied, padded with zeros."""
+    shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
+    reach = t.storage_offset() + sum((s - 1) * st for s, st in zip(shape, t.stride()))
+    if all(st > 0 for st in t.stride()) and reach < t.untyped_storage().nbytes() // \
+            t.element_size():
+        return t.as_strided(shape, t.stride(), t.storage_offset())
+    pad = [0] * (2 * t.dim())
+    for d, b in sizes.items():
+        pad[2 * (t.dim() - 1 - d) + 1] = b - t.shape[d]
+    # a copy also when it needs no padding: the program then sees the same inputs (storages
+    # shared with no other input) at every size of the bucket
+    whole = t.is_contiguous() and t.storage_offset() == 0 and \
+        t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    if whole and t.numel() <= HOST_PAD_ELEMENTS and t.device.type != "cpu":
+        # a small one (token ids, targets) through the host: padded on the device, it would be
+        # a program of its own compiled for each size
+        return torch.nn.functional.pad(t.cpu(), pad).to(t.device)
+    return torch.nn.functional.pad(t, pad)
+
+
+def _extreme(dtype: torch.dtype, which: str):
+    if dtype.is_floating_point:
+        return float("-inf") if which == "min" else float("inf")
+    if dtype == torch.bool:
+        return which == "max"
+    info = torch.iinfo(dtype)
+    return info.min if which == "min" else info.max
+
+
+def _sym(graph, e: sympy.Expr, symbols):
+    """A size expression's value in the graph (a Python int, or a node computing it from the
+    bucket's sizes)."""
+    if e.is_number:
+        return int(e)
+    if isinstance(e, sympy.Symbol):
+        return symbols[e]
+    op = operator.add if isinstance(e, sympy.Add) else operator.mul
+    value = None
+    for a in e.args:
+        v = _sym(graph, a, symbols)
+        value = v if value is None else graph.call_function(op, (value, v))
+    return value
+
+
+def _bound(value) -> int | None:
+    """mark_dynamic's `max` for a symbolic size, if it gave one."""
+    try:
+        upper = value.node.shape_env.var_to_range[value.node.expr].upper
+    except (AttributeError, KeyError):
+        return None
+    from torch.utils._sympy.numbers import int_oo
+
+    if upper is int_oo or upper is sympy.oo or not upper.is_Integer or int(upper) >= 2 ** 31:
+        return None
+    return int(upper)
+
+
+def plan(gm: torch.fx.GraphModule, visible: int | None = None,
+         aliased: bool = False) -> tuple[Plan | None, str]:
+    """The graph's bucketed plan, or None and why not. `visible`: how many of its outputs the
+    caller sees (None: all); `aliased`: the caller rebuilds some outputs as views of another
+    tensor from their layout, which at the bucket's sizes would not be the true one."""
+    ladder = factor()
+    if ladder is None:
+        return None, "TORCHTPU_SHAPE_BUCKETS=0"
+    if aliased:
+        return None, "an output is rebuilt as a view of another tensor"
+    try:
+        return Plan(gm, ladder, visible), ""
+    except _NotBucketed as e:
+        return None, str(e)
