@@ -155,13 +155,17 @@ _POSITIONAL = {  # valid results from valid inputs, position by position
     _aten.where, _aten.masked_fill, _aten.cumsum, _aten.triu, _aten.tril, _aten.zeros_like,
     _aten.ones_like, _aten.empty_like, _aten.full_like, _aten.fill, _aten.permute,
     _aten.transpose, _aten.t, _aten.unsqueeze, _aten.squeeze, _aten.expand, _aten.expand_copy,
-    _aten.embedding, _aten.index_select, _aten.gather,
 }
 _REDUCTIONS = {_aten.sum: 0, _aten.amax: "min", _aten.amin: "max", _aten.any: False,
                _aten.all: True, _aten.prod: 1, _aten.mean: 0}
 _FACTORIES = {_aten.full, _aten.zeros, _aten.ones, _aten.empty, _aten.new_zeros, _aten.new_ones,
               _aten.new_full, _aten.new_empty, _aten.empty_strided, _aten.scalar_tensor}
 _VIEWS = {_aten.view, _aten._unsafe_view, _aten.reshape, _aten.view_copy}
+# ops taking indices (the argument holding them)
+_INDEXED = {_aten.embedding: 1, _aten.index_select: 2, _aten.gather: 2}
+_DIVISIONS = {_aten.div, _aten.remainder, _aten.fmod, _aten.floor_divide}
+# (op, argument) that a size may be given to as a size
+_SIZE_ARGUMENTS = {(_aten.arange, "end"), (_aten.slice, "end"), (_aten.sym_size, "dim")}
 _SIZE_MATH = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
               torch.sym_max, torch.sym_min, operator.getitem}
 
@@ -257,13 +261,19 @@ class _Rewriter:
         args = [torch.fx.node.map_arg(a, env.__getitem__) for a in n.args]
         kwargs = torch.fx.node.map_arg(n.kwargs, env.__getitem__)
         for arg, dims, fill in masks:
-            source = n.args[arg]
-            if isinstance(fill, tuple):  # a loss's ignore_index
-                fill = n.args[fill[1]] if len(n.args) > fill[1] else -100
-            elif fill in ("min", "max"):
+            if isinstance(arg, tuple):  # an element of a list argument (index_put's indices)
+                source, value = n.args[arg[0]][arg[1]], args[arg[0]][arg[1]]
+            else:
+                source, value = n.args[arg], args[arg]
+            if fill in ("min", "max"):
                 fill = _extreme(_val(source).dtype, fill)
-            args[arg] = g.call_function(_aten.where.ScalarOther,
-                                        (self.valid(args[arg], source, dims), args[arg], fill))
+            value = g.call_function(_aten.where.ScalarOther,
+                                    (self.valid(value, source, dims), value, fill))
+            if isinstance(arg, tuple):
+                args[arg[0]] = list(args[arg[0]])
+                args[arg[0]][arg[1]] = value
+            else:
+                args[arg] = value
         if n in self.plan.means:
             keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
             dims = sorted(_reduced_dims(n, _val(n.args[0]).dim()))
@@ -392,7 +402,21 @@ class Plan:
                      *self.int_inputs.items()]:
             if not e.free_symbols <= set(self.symbol_at):
                 raise _NotBucketed(f"input {i}'s size {e} is not made of the inputs' sizes")
-        self.masks: list[tuple[torch.fx.Node, int, set[int], object]] = []  # node, arg, dims, fill
+        in_shapes = {e for dims in self.inputs for _, e in dims}
+        for i, e in self.int_inputs.items():
+            if not e.free_symbols <= set().union(*(x.free_symbols for x in in_shapes)):
+                raise _NotBucketed(f"input {i} is an integer that is no input's size")
+        for n in gm.graph.nodes:
+            vals = _val(n) if isinstance(_val(n), (list, tuple)) else [_val(n)]
+            for v in vals:
+                exprs = [_expr(x) for x in v.shape] if isinstance(v, torch.Tensor) else (
+                    [_expr(v)] if isinstance(v, torch.SymInt) else [])
+                for e in exprs:
+                    if not _growing(e, set(self.symbol_at)):
+                        raise _NotBucketed(f"the size {e}: not a sum of products of the inputs' "
+                                           "sizes")
+        # (node, argument (or (argument, element)), dims, the padding's fill)
+        self.masks: list[tuple[torch.fx.Node, object, set[int], object]] = []
         self.means: set[torch.fx.Node] = set()
         self.moves: dict[torch.fx.Node, list] = {}  # views and their gathers
         self.values: dict[torch.fx.Node, list] = {}  # ops taking a size as a value
@@ -452,14 +476,6 @@ class Plan:
             dims = _dynamic_dims(x, {n.args[1] % _val(x).dim()})
             if dims:
                 self.masks.append((n, 0, dims, "min"))
-        elif packet in (_aten._softmax_backward_data, _aten._log_softmax_backward_data):
-            dims = _dynamic_dims(x, {n.args[2] % _val(x).dim()})
-            if dims:
-                self.masks.append((n, 0, dims, 0))
-                if packet is _aten._log_softmax_backward_data:
-                    self.masks.append((n, 1, dims, "min"))
-                elif not dims <= self._zeros(n.args[1]):
-                    self.masks.append((n, 1, dims, 0))
         elif packet in _CONTRACTIONS:
             ia, da, ib, db = _CONTRACTIONS[packet]
             if _dynamic_dims(n.args[ia], {da}) or _dynamic_dims(n.args[ib], {db}):
@@ -468,25 +484,10 @@ class Plan:
                     self.masks.append((n, ia, {da}, 0))
                 if db not in self._zeros(n.args[ib]):
                     self.masks.append((n, ib, {db}, 0))
-        elif packet in (_aten.nll_loss_forward, _aten.nll_loss_backward):
-            target = 1 if packet is _aten.nll_loss_forward else 2
-            dims = _dynamic_dims(n.args[target])
-            if dims:
-                self.masks.append((n, target, dims, ("ignore_index", target + 3)))
-        elif packet is _aten.embedding_dense_backward:
-            dims = _dynamic_dims(n.args[1])
-            if dims:
-                self.masks.append((n, 0, dims, 0))
-        elif packet in (_aten.native_layer_norm, _aten.native_layer_norm_backward):
-            source = n.args[0] if packet is _aten.native_layer_norm else n.args[1]
-            k = len(n.args[1] if packet is _aten.native_layer_norm else n.args[2])
-            rank = _val(source).dim()
-            if _dynamic_dims(source, set(range(rank - k, rank))):
+        elif packet is _aten.native_layer_norm:
+            rank = _val(x).dim()
+            if _dynamic_dims(x, set(range(rank - len(n.args[1]), rank))):
                 raise _NotBucketed("layer norm over a dynamic dimension")
-            dims = _dynamic_dims(source)
-            if packet is _aten.native_layer_norm_backward and dims:
-                for arg, fill in ((0, 0), (1, 0), (3, 0), (4, 1)):
-                    self.masks.append((n, arg, dims, fill))
         elif packet in (_aten.slice, _aten.select):
             dim = (n.args[1] if len(n.args) > 1 else 0) % _val(x).dim()
             start = n.args[2] if len(n.args) > 2 else 0
@@ -496,22 +497,46 @@ class Plan:
             dim = (n.args[2] if len(n.args) > 2 else 0) % _val(x).dim()
             if _dynamic_dims(x, {dim}):
                 raise _NotBucketed("a split of a dynamic dimension")
+        elif packet in _INDEXED:
+            # indices in the padding made valid: whatever an index computed from padding is,
+            # the device's index check would raise for it
+            index = _INDEXED[packet]
+            dims = _dynamic_dims(n.args[index])
+            if dims:
+                self.masks.append((n, index, dims, 0))
+        elif packet in _DIVISIONS and len(n.args) > 1 and _is_tensor(n.args[1]) \
+                and not _val(n.args[1]).is_floating_point() and _dynamic_dims(n.args[1]):
+            # an integer division by padding would raise for a zero divisor
+            self.masks.append((n, 1, _dynamic_dims(n.args[1]), 1))
         elif packet is _aten.index_put:
+            indexed = {d for d, t in enumerate(n.args[1]) if t is not None}
+            if _dynamic_dims(x, indexed):  # a negative index would land in the padding
+                raise _NotBucketed("index_put into a dynamic dimension")
             indices = [t for t in n.args[1] if t is not None]
             accumulate = n.args[3] if len(n.args) > 3 else n.kwargs.get("accumulate", False)
             if any(_dynamic_dims(t) for t in indices):
-                if not accumulate:  # the padding's writes would land anywhere
+                # the padding's indices add zeros (and are made valid); a write would land
+                if not accumulate or _shape(n.args[2])[:1] != _shape(indices[0])[:1]:
                     raise _NotBucketed("index_put with dynamic indices")
-                self.masks.append((n, 2, _dynamic_dims(n.args[2]), 0))  # they add zeros
+                self.masks.append((n, 2, _dynamic_dims(n.args[2]), 0))
+                for k, t in enumerate(n.args[1]):
+                    if t is not None and _dynamic_dims(t):
+                        self.masks.append((n, (1, k), _dynamic_dims(t), 0))
         elif packet is _aten.cat:
             parts = n.args[0]
             dim = (n.args[1] if len(n.args) > 1 else 0) % _val(n).dim()
             if any(_dynamic_dims(t, {dim}) for t in parts if _val(t).dim() == _val(n).dim()):
                 raise _NotBucketed("a cat along a dynamic dimension")
         elif packet in (_aten.scatter, _aten.scatter_add, _aten.scatter_reduce):
-            dim = n.args[1] % max(_val(n.args[2]).dim(), 1)
-            if _dynamic_dims(n.args[2], {dim}):  # padding's indices would write anywhere
-                raise _NotBucketed(f"{packet.__name__} along a dynamic dimension")
+            index = n.args[2]
+            if _dynamic_dims(index):
+                self.masks.append((n, 2, _dynamic_dims(index), 0))
+            dim = n.args[1] % max(_val(index).dim(), 1)
+            target = _shape(x)
+            # the padding's elements must land in the padding: along every dynamic dimension
+            # but the scattered one, where the output has the same dynamic size
+            if any(d == dim or target[d] != _shape(index)[d] for d in _dynamic_dims(index)):
+                raise _NotBucketed(f"{packet.__name__} of dynamic size into other positions")
         elif packet is _aten.arange:
             if len(n.args) > 1 and n.args[0] != 0:
                 raise _NotBucketed("an arange from a start")
@@ -549,26 +574,34 @@ class Plan:
         return set()
 
     def _check_sizes_as_values(self, n: torch.fx.Node) -> None:
-        """A size used as a value (not as a size) would be the bucket's, not the true one."""
+        """A size anywhere but where it gives a size (a view's, an expand's or a factory's sizes,
+        an arange's or a slice's end) would be the bucket's there, not the true one: an index, a
+        bound, a value. A Scalar given a size gets the true size, a 0-d tensor, through the op's
+        Tensor overload; anything else keeps the graph from being bucketed."""
         schema = getattr(n.target, "_schema", None)
-        if schema is None or n.target.overloadpacket is _aten.arange:
+        if schema is None:
             return
+        packet = n.target.overloadpacket
         given = list(zip(schema.arguments, n.args)) + [
             (a, n.kwargs[a.name]) for a in schema.arguments if a.name in n.kwargs]
         for k, (arg, value) in enumerate(given):
-            if "int" in str(arg.type).lower():
-                continue
             found: list = []
             torch.fx.node.map_arg(value, found.append)
-            if not any(isinstance(_val(f), torch.SymInt) for f in found):
+            symbolic = [f for f in found if isinstance(_val(f), (torch.SymInt, torch.SymFloat,
+                                                                 torch.SymBool))]
+            if not symbolic:
                 continue
-            # x / size: the true size, a 0-d tensor, through the op's Tensor overload
-            tensor_overload = getattr(n.target.overloadpacket, "Tensor", None)
+            if (packet, arg.name) in _SIZE_ARGUMENTS or (
+                    packet in _VIEWS | _FACTORIES | {_aten.expand, _aten.expand_copy}
+                    and arg.name in ("size", "shape")):
+                continue
+            tensor_overload = getattr(packet, "Tensor", None)
             if (n.target._overloadname == "Scalar" and tensor_overload is not None
-                    and isinstance(value, torch.fx.Node) and k < len(n.args)):
+                    and isinstance(value, torch.fx.Node) and k < len(n.args)
+                    and isinstance(_val(value), torch.SymInt)):
                 self.values.setdefault(n, []).append((k, _expr(_val(value))))
                 continue
-            raise _NotBucketed(f"{n.target} takes a size as a value")
+            raise _NotBucketed(f"{n.target} takes a size as a value ({arg.name})")
 
     # -- the rewritten graph ----------------------------------------------------------------------
 
@@ -582,8 +615,9 @@ class Plan:
         masks: dict[torch.fx.Node, list] = {}
         for node, arg, dims, fill in self.masks:
             masks.setdefault(node, []).append((arg, dims, fill))
+            source = node.args[arg[0]][arg[1]] if isinstance(arg, tuple) else node.args[arg]
             for d in dims:
-                self._size(_shape(node.args[arg])[d])
+                self._size(_shape(source)[d])
         for node in self.means:
             self._size(_count(node))
         self.zeroed = [p for p, dims in zip(self.placeholders, self.inputs) if dims
@@ -702,6 +736,21 @@ class _Call:
 
 
 
+def _growing(e: sympy.Expr, symbols: set) -> bool:
+    """Whether size `e` is a polynomial in `symbols` with integer coefficients, non-negative but
+    for the constant (so at the buckets' sizes it is at least its true value, and is computed
+    from them by + and *)."""
+    if e.is_number:
+        return True
+    if not e.free_symbols <= symbols:
+        return False
+    try:
+        poly = sympy.Poly(e, *sorted(e.free_symbols, key=str))
+    except sympy.PolynomialError:
+        return False
+    return poly.domain.is_ZZ and all(c >= 0 for m, c in poly.terms() if any(m))
+
+
 def _results(gm: torch.fx.GraphModule) -> list:
     """The graph's outputs, in order (a node, or None for a gradient not computed)."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -794,3 +843,5 @@ def plan(gm: torch.fx.GraphModule, visible: int | None = None,
         return Plan(gm, ladder, visible), ""
     except _NotBucketed as e:
         return None, str(e)
+    except Exception as e:  # noqa: BLE001 - a graph this module does not understand: per size
+        return None, f"{type(e).__name__}: {e}"

@@ -289,7 +289,8 @@ def _build(gm: torch.fx.GraphModule, kind: str, scalars_move: bool | None = None
 def _outputs_seen(kind: str) -> tuple[int | None, bool]:
     """How many of a graph's outputs its caller sees (a forward graph's others are saved for the
     backward; None: all of them), and whether PyTorch rebuilds some of them as views of another
-    tensor, from the layout the graph returned them in (AOTAutograd's output aliases)."""
+    tensor, from the layout the graph returned them in (AOTAutograd's output aliases, and inputs
+    whose sizes or strides the graph changes)."""
     if kind == "backward":
         return None, False
     from torch._functorch._aot_autograd.schemas import OutputType
@@ -300,7 +301,8 @@ def _outputs_seen(kind: str) -> tuple[int | None, bool]:
         return None, True
     plain = (OutputType.non_alias, OutputType.unsafe_view_alias)
     aliased = meta.num_intermediate_bases > 0 or any(
-        o.output_type not in plain for o in meta.output_info)
+        o.output_type not in plain for o in meta.output_info) or any(
+        i.mutates_metadata for i in meta.input_info)  # restrided from the returned layout
     return (meta.num_forward if kind == "forward" else None), aliased
 
 

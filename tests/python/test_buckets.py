@@ -34,10 +34,12 @@ def check(fn, make, lengths=LENGTHS, bucketed=True, atol=1e-5):
     """fn compiled on tpu over inputs make(n) of each length, against fn on the CPU."""
     compiled = torch.compile(fn, backend="tpu")
     calls, _ = stats()
+    eager = torchtpu.metrics()["compiled_eager_runs"]
     for n in lengths:
         inputs = make(n)
+        on_tpu = [t.to("tpu") for t in inputs]  # before fn may write the CPU inputs
         want = fn(*inputs)
-        got = compiled(*(t.to("tpu") for t in inputs))
+        got = compiled(*on_tpu)
         want = want if isinstance(want, tuple) else (want,)
         got = got if isinstance(got, tuple) else (got,)
         for g, w in zip(got, want):
@@ -45,6 +47,7 @@ def check(fn, make, lengths=LENGTHS, bucketed=True, atol=1e-5):
             assert g.is_contiguous() == w.is_contiguous(), n
             torch.testing.assert_close(g.cpu(), w, atol=atol, rtol=1e-5, equal_nan=True,
                                        msg=lambda m: f"length {n}: {m}")
+    assert torchtpu.metrics()["compiled_eager_runs"] == eager, "a graph ran eagerly"
     ran = stats()[0] - calls
     if bucketed:
         assert ran >= len(lengths) - 1, f"{ran} bucketed calls for {len(lengths)} lengths"
@@ -227,6 +230,79 @@ def test_attention_with_infinite_values():
         v[0, -1, 0] = float("inf")
         return q, v
     check(f, make)
+
+
+def test_sizes_used_as_positions_or_values():
+    w = torch.arange(64.0, device="tpu")
+    freqs = torch.randn(64, 6).to("tpu")
+
+    def last_of_w(x):
+        return x.sum(1) + w.to(x.device)[x.shape[1] - 1]  # w's row n-1
+
+    def shifted_range(x):
+        return x.sum(-1) + torch.arange(x.shape[1], x.shape[1] + 6, device=x.device).sum()
+
+    def pow_by_size(x):
+        return x.abs().pow(1.0 / x.shape[1]).sum(1)
+
+    def full_by_size(x):
+        return (x + torch.full_like(x, 1.0 / x.shape[1])).sum(1)
+
+    def rows_of_freqs(x):
+        return x * freqs.to(x.device)[: x.shape[1]]
+    for fn in (last_of_w, shifted_range, pow_by_size, full_by_size):
+        torch._dynamo.reset()
+        check(fn, lambda n: (rows(n),), lengths=[3, 5, 9], bucketed=False)
+    torch._dynamo.reset()
+    check(rows_of_freqs, lambda n: (rows(n),), lengths=[3, 5, 9])  # a slice's end: a size
+
+
+def test_indices_and_divisors_in_the_padding_are_made_valid():
+    table = torch.randn(20, 3).to("tpu")
+
+    def embed(x, t):
+        return (x.sum(-1, keepdim=True) * F.embedding(t - 1, table.to(x.device))).sum(1)
+
+    def by_position(x, t):  # positions 17..31 of bucket 32 are past the table's 20 rows
+        positions = torch.arange(x.shape[1], device=x.device)
+        return (x.sum(-1, keepdim=True) * F.embedding(positions, table.to(x.device))).sum(1)
+
+    def divide(x, t):
+        return (x.sum(-1).long() // t).sum(1)
+
+    def make(n):
+        return rows(n), torch.randint(1, 17, (2, n), generator=torch.Generator().manual_seed(n))
+    for fn in (embed, divide, by_position):
+        torch._dynamo.reset()
+        check(fn, make, lengths=[3, 5, 9, 17])
+
+
+def test_writes_into_a_varying_dimension_compile_per_size():
+    def put(x, idx):
+        y = x.clone()
+        y[:, idx] = 0
+        return y.sum(1)
+
+    def scatter_across(x):
+        index = torch.zeros(2, x.shape[1], dtype=torch.long, device=x.device)
+        return torch.zeros(2, 64, device=x.device).scatter_add(1, index, x[..., 0]) + 0
+    for fn, make in ((put, lambda n: (rows(n), torch.tensor([0, -1]))),
+                     (scatter_across, lambda n: (rows(n),))):
+        torch._dynamo.reset()
+        check(fn, make, lengths=[3, 5, 9], bucketed=False)
+
+
+def test_an_input_transposed_in_place_keeps_its_layout():
+    def f(x):
+        x.transpose_(1, 2)
+        return x.sum(-1)
+    compiled = torch.compile(f, backend="tpu")
+    for n in (3, 5, 9):
+        x = rows(n)
+        t = x.to("tpu")
+        torch.testing.assert_close(compiled(t).cpu(), f(x))
+        assert t.shape == x.shape and t.stride() == x.stride()
+        torch.testing.assert_close(t.cpu(), x)
 
 
 def test_random_ops_compile_per_size():
