@@ -801,21 +801,6 @@ def _extreme(dtype: torch.dtype, which: str):
     return info.min if which == "min" else info.max
 
 
-def _sym(graph, e: sympy.Expr, symbols):
-    """A size expression's value in the graph (a Python int, or a node computing it from the
-    bucket's sizes)."""
-    if e.is_number:
-        return int(e)
-    if isinstance(e, sympy.Symbol):
-        return symbols[e]
-    op = operator.add if isinstance(e, sympy.Add) else operator.mul
-    value = None
-    for a in e.args:
-        v = _sym(graph, a, symbols)
-        value = v if value is None else graph.call_function(op, (value, v))
-    return value
-
-
 def _bound(value) -> int | None:
     """mark_dynamic's `max` for a symbolic size, if it gave one."""
     try:
