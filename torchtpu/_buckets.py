@@ -233,6 +233,17 @@ class _Rewriter:
         no valid element to find)."""
         return self.graph.call_function(_aten.clamp_min.default, (self.true(e), 1))
 
+    def extent(self, outer, size, inner):
+        """A regrouped view's (block, length) at the bucket: size * inner, and outer blocks."""
+        block = self.graph.call_function(operator.mul, (self.bucket(size), self.bucket(inner)))
+        return block, self.graph.call_function(operator.mul, (block, self.bucket(outer)))
+
+    def emit(self, n, target, args, kwargs):
+        """`n` again, as `target` on new arguments, with `n`'s metadata."""
+        out = self.graph.call_function(target, tuple(args), kwargs)
+        out.meta = dict(n.meta)
+        return out
+
     def index(self, length, device):
         return self.graph.call_function(_aten.arange.default, (length,),
                                         {"dtype": torch.int64, "device": device})
@@ -279,21 +290,16 @@ class _Rewriter:
             dims = sorted(_reduced_dims(n, _val(n.args[0]).dim()))
             total = g.call_function(_aten.sum.dim_IntList, (args[0], dims, keep),
                                     {k: v for k, v in kwargs.items() if k == "dtype"})
-            out = g.call_function(_aten.div.Tensor, (total, self.true(_count(n))))
-        else:
-            out = g.call_function(n.target, tuple(args), kwargs)
-        out.meta = dict(n.meta)
-        return out
+            return self.emit(n, _aten.div.Tensor, (total, self.true(_count(n))), {})
+        return self.emit(n, n.target, args, kwargs)
 
     def sized(self, n, values, env):
         """An op taking a size as a value, given the true size as a 0-d tensor."""
         args = [torch.fx.node.map_arg(a, env.__getitem__) for a in n.args]
         for k, e in values:
             args[k] = self.true(e)
-        out = self.graph.call_function(n.target.overloadpacket.Tensor, tuple(args),
-                                       torch.fx.node.map_arg(n.kwargs, env.__getitem__))
-        out.meta = dict(n.meta)
-        return out
+        return self.emit(n, n.target.overloadpacket.Tensor, args,
+                         torch.fx.node.map_arg(n.kwargs, env.__getitem__))
 
     def compacted(self, value, node):
         """`value` (at the bucket's sizes) as a flat tensor with its valid elements in order at
@@ -327,15 +333,11 @@ class _Rewriter:
         g = self.graph
         x = env[n.args[0]]
         device = _val(n).device
-        after = [(kind, dim, outer, size, inner) for kind, dim, outer, size, inner
-                 in self.plan.moves[n] if kind == "merge"]
-        for kind, dim, outer, size, inner in self.plan.moves[n]:
-            if kind != "split":
-                continue
+        moves = self.plan.moves[n]
+        for _, dim, outer, size, inner in (m for m in moves if m[0] == "split"):
             # position q of the split dims (at the bucket) reads element o * n * inner + r of
             # the compact input, o = q // (B * inner), r = q % (B * inner)
-            block = g.call_function(operator.mul, (self.bucket(size), self.bucket(inner)))
-            length = g.call_function(operator.mul, (block, self.bucket(outer)))
+            block, length = self.extent(outer, size, inner)
             q = self.index(length, device)
             o = g.call_function(_aten.div.Tensor_mode, (q, block), {"rounding_mode": "floor"})
             r = g.call_function(_aten.remainder.Scalar, (q, block))
@@ -345,14 +347,12 @@ class _Rewriter:
             src = g.call_function(_aten.where.ScalarOther,
                                   (g.call_function(_aten.lt.Tensor, (r, valid)), src, 0))
             x = g.call_function(_aten.index_select.default, (x, dim, src))
-        out = g.call_function(n.target, (x,) + tuple(
-            torch.fx.node.map_arg(a, env.__getitem__) for a in n.args[1:]))
-        out.meta = dict(n.meta)
-        for kind, dim, outer, size, inner in after:
+        out = self.emit(n, n.target, [x] + [torch.fx.node.map_arg(a, env.__getitem__)
+                                            for a in n.args[1:]], {})
+        for _, dim, outer, size, inner in (m for m in moves if m[0] == "merge"):
             # element j of the merged dim (compact) is o * B * inner + r of the view, for
             # o = j // (n * inner), r = j % (n * inner)
-            block = g.call_function(operator.mul, (self.bucket(size), self.bucket(inner)))
-            length = g.call_function(operator.mul, (block, self.bucket(outer)))
+            block, length = self.extent(outer, size, inner)
             j = self.index(length, device)
             valid = self.divisor(size * inner)
             o = g.call_function(_aten.div.Tensor_mode, (j, valid), {"rounding_mode": "floor"})
