@@ -53,6 +53,11 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
   return insert(key, std::move(exe), bytes, !compiled);
 }
 
+bool ExecutableCache::contains(const hlo::Fingerprint& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return executables_.count(key) > 0;
+}
+
 std::shared_ptr<pjrt::Executable> ExecutableCache::insert(const hlo::Fingerprint& key,
                                                           std::shared_ptr<pjrt::Executable> exe,
                                                           int64_t bytes, bool from_disk) {

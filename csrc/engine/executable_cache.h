@@ -46,6 +46,8 @@ class ExecutableCache {
                                                      const std::string& error,
                                                      const std::function<std::string()>& emit,
                                                      const pjrt::Client& client);
+  // Whether `key` has an executable in this process (the disk cache is not asked).
+  bool contains(const hlo::Fingerprint& key) const;
   CacheStats stats() const;
   void clear();
   void set_max_bytes(uint64_t max_bytes);

@@ -1,9 +1,12 @@
 #include "engine/program.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "engine/eager.h"
@@ -72,7 +75,10 @@ int Program::argument(std::shared_ptr<pjrt::Buffer> buffer, hlo::Shape shape) {
 }
 
 int Program::scalar(hlo::ElementType type, const void* bits) {
-  return add_argument(Runtime::get().scalar(type, bits, device_), hlo::Shape{type, {}});
+  int node = add_argument(Runtime::get().scalar(type, bits, device_), hlo::Shape{type, {}});
+  nodes_[node].has_bits = true;
+  std::memcpy(nodes_[node].bits, bits, std::min(hlo::byte_width(type), sizeof(Node::bits)));
+  return node;
 }
 
 Program::StorageState& Program::state_of(StorageHandle* storage) {
@@ -241,6 +247,86 @@ std::string Program::debug_string() const {
   return s;
 }
 
+namespace {
+
+// Fills are made on the host (no program) from the third shape of the same kind on: the first
+// two compile, as a fill that recurs at one shape is cheapest replayed; a loop over varying sizes
+// would compile one per size. Bounded in bytes, as the host's copy crosses to the device.
+constexpr int kCompiledFillShapes = 2;
+constexpr int64_t kHostFillBytes = int64_t{4} << 20;
+std::atomic<uint64_t> fills_made_on_host{0};
+
+bool fill_without_compiling(const std::string& kind) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, int> compiled;  // shapes compiled, per kind of fill
+  std::lock_guard<std::mutex> lock(mutex);
+  int& shapes = compiled[kind];
+  if (shapes >= kCompiledFillShapes) return true;
+  ++shapes;
+  return false;
+}
+
+}  // namespace
+
+int Program::filled_from(const std::vector<Node>& nodes, int node, hlo::ElementType type) {
+  const Node& write = nodes[node];
+  if (write.op != "view_write" || write.inputs.size() != 1 || write.attrs.i("offset") != 0 ||
+      write.attrs.type("type") != type) {
+    return -1;
+  }
+  const std::vector<int64_t>& sizes = write.attrs.ints("sizes");
+  int64_t numel = 1;
+  for (int64_t size : sizes) numel *= size;
+  if (numel != write.attrs.i("numel") || !lowering::is_dense(sizes, write.attrs.ints("strides"))) {
+    return -1;
+  }
+  int value = write.inputs[0];
+  if (nodes[value].op == "cast" && nodes[value].attrs.type("type") == type) {
+    value = nodes[value].inputs[0];
+  }
+  const Node& scalar = nodes[value];
+  return scalar.op.empty() && scalar.has_bits && scalar.shape.type == type ? value : -1;
+}
+
+bool Program::only_fills() const {
+  if (!results_.empty()) return false;
+  bool any = false;
+  int64_t bytes = 0;
+  for (const StorageState& s : storages_) {
+    if (s.argument >= 0) return false;  // it read contents: more than a fill
+    if (!s.written || s.storage == nullptr) continue;
+    if (filled_from(nodes_, s.current, s.type) < 0) return false;
+    bytes += static_cast<int64_t>(s.storage->nbytes());
+    any = true;
+  }
+  return any && bytes <= kHostFillBytes;
+}
+
+void Program::fill_on_host() {
+  Runtime& runtime = Runtime::get();
+  for (const StorageState& s : storages_) {
+    if (!s.written || s.storage == nullptr) continue;
+    const Node& scalar = nodes_[filled_from(nodes_, s.current, s.type)];
+    size_t width = hlo::byte_width(s.type);
+    int64_t numel = s.storage->numel(s.type);
+    size_t bytes = static_cast<size_t>(numel) * width;
+    // Aligned as the CPU plugin needs to use the memory in place.
+    void* data = std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
+    if (data == nullptr) throw std::bad_alloc();
+    std::shared_ptr<const void> keep(data, std::free);
+    auto* out = static_cast<char*>(data);
+    std::memcpy(out, scalar.bits, width);
+    for (size_t done = width; done < bytes; done *= 2) {
+      std::memcpy(out + done, out, std::min(done, bytes - done));
+    }
+    s.storage->set_buffer(runtime.adopt_host(data, s.type, {numel}, device_, std::move(keep)),
+                          s.type);
+    fills_made_on_host.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+uint64_t host_fills() { return fills_made_on_host.load(std::memory_order_relaxed); }
+
 bool donatable(const std::shared_ptr<pjrt::Buffer>& buffer, long holders) {
   return buffer.use_count() == holders && !buffer->borrows_host_memory();
 }
@@ -289,6 +375,19 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
     return {};
   }
   Runtime& runtime = Runtime::get();
+  if (launch == nullptr && only_fills() && !runtime.executables().contains(fingerprint_)) {
+    std::string kind;  // the element types and ranks written: what the fill's shapes vary within
+    for (const StorageState& s : storages_) {
+      if (!s.written || s.storage == nullptr) continue;
+      kind += hlo::short_name(s.type);
+      kind += std::to_string(nodes_[s.current].attrs.ints("sizes").size()) + ",";
+    }
+    if (fill_without_compiling(kind)) {
+      fill_on_host();
+      release_storages();
+      return {};
+    }
+  }
   std::shared_ptr<pjrt::Executable> exe;
   try {
     exe = runtime.executables().get_or_compile(

@@ -51,6 +51,8 @@ bool donatable(const std::shared_ptr<pjrt::Buffer>& buffer, long holders);
 // Buffers donated so far in this process (a metric), and counting `n` more.
 uint64_t donated_buffers();
 void count_donations(size_t n);
+// Storages filled from host memory instead of by a compiled program (see Program::run), so far.
+uint64_t host_fills();
 
 class Program {
  public:
@@ -111,6 +113,8 @@ class Program {
     lowering::Attrs attrs;
     hlo::Shape shape;  // arguments only
     int index = 0;
+    bool has_bits = false;  // a scalar argument whose element is known: `bits`
+    uint64_t bits[2] = {0, 0};
   };
   struct StorageState {
     StorageHandle* storage;
@@ -122,6 +126,14 @@ class Program {
   };
 
   StorageState& state_of(StorageHandle* storage);
+  // The scalar argument whose value node `node` writes, if it is a view_write filling a whole
+  // storage with a scalar of the storage's type (through a cast that only broadcasts it), else -1.
+  static int filled_from(const std::vector<Node>& nodes, int node, hlo::ElementType type);
+  // Whether every storage the program writes is a fresh one (no contents before) filled whole
+  // with a scalar of its own type, and it asks for no results: a fill, which needs no program.
+  bool only_fills() const;
+  // Gives each written storage a buffer of its scalar repeated, made on the host (only_fills()).
+  void fill_on_host();
   // The nodes as the compile log compares programs (compile_log.h).
   std::vector<NodeDescription> describe() const;
   int add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape,

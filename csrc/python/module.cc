@@ -126,6 +126,7 @@ py::dict device_description(int device) {
 py::dict metrics() {
   py::dict m;
   m["donated_buffers"] = engine::donated_buffers();
+  m["host_fills"] = engine::host_fills();
   if (engine::Runtime::started()) {
     engine::CacheStats cache = engine::Runtime::get().executables().stats();
     m["executables_compiled"] = cache.compiled;

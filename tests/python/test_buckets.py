@@ -324,3 +324,25 @@ def test_buckets_off():
         """, TORCHTPU_SHAPE_BUCKETS="0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-2:] == ["0", "3"]
+
+
+def test_a_step_over_lengths_in_one_bucket_compiles_no_program_per_length():
+    """Within a bucket nothing compiles per length: not the graphs, and not the zeros autograd
+    fills in for the unused logits' gradient (a fill made on the host from its third shape on)."""
+    torch.manual_seed(0)
+    model = Block().to("tpu")
+    step = torch.compile(model, backend="tpu")
+
+    def run(n):
+        idx = torch.randint(0, 40, (2, n), generator=torch.Generator().manual_seed(n)).to("tpu")
+        loss, _ = step(idx, idx)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return loss.item()
+
+    for n in (3, 5, 17, 20):  # exact, then the buckets 8 and 32
+        run(n)
+    before = torchtpu.metrics()["executables_compiled"]
+    for n in (23, 26, 29, 32):
+        run(n)
+    assert torchtpu.metrics()["executables_compiled"] == before

@@ -39,3 +39,47 @@ def test_new_shapes_and_dtypes_are_new_programs():
     torch.ones(7, device="tpu") + torch.ones(7, device="tpu")
     torch.ones(7, dtype=torch.float64, device="tpu") * 2
     assert torchtpu.metrics()["executable_cache_misses"] >= start + 2
+
+
+FILLS = [(torch.float32, 0.0), (torch.float32, -2.5), (torch.float64, float("nan")),
+         (torch.float16, float("-inf")), (torch.bfloat16, 1.5), (torch.int64, -7),
+         (torch.uint8, 255), (torch.bool, True), (torch.complex64, 1 - 2j)]
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "defer_and_fuse"])
+def test_fills_of_varying_shapes_compile_two_programs_then_none(mode):
+    """A fill of a new storage that runs by itself (torch.full, zeros, ones; the zeros autograd
+    makes for an unused output) compiles for the first two shapes of its element type and rank;
+    from the third shape on it is made on the host, so a loop over sizes compiles nothing."""
+    with torchtpu.eager_mode(mode):
+        for dtype, value in FILLS:
+            start, host = compiled(), torchtpu.metrics()["host_fills"]
+            for n in range(8):
+                got = torch.full((n, 3), value, dtype=dtype, device="tpu").cpu()
+                torch.testing.assert_close(got, torch.full((n, 3), value, dtype=dtype),
+                                           equal_nan=True, rtol=0, atol=0)
+            assert compiled() - start <= 2, dtype
+            # n = 0 has no contents to make; at most two of the others compiled
+            assert torchtpu.metrics()["host_fills"] - host >= 5, dtype
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_fill_made_on_the_host_behaves_as_any_contents(mode):
+    """Written in place, through views, read back, and filled again: as on the CPU."""
+    with torchtpu.eager_mode(mode):
+        for n in range(2, 10):
+            want = torch.zeros(n, 4)
+            got = torch.zeros(n, 4, device="tpu")
+            for t in (want, got):
+                t.add_(1)
+                t[1:].mul_(3)
+                t.t()[2].fill_(-1)
+            torch.testing.assert_close(got.cpu(), want)
+            ones = torch.ones(n, device="tpu", dtype=torch.int32)
+            torch.testing.assert_close((ones.cumsum(0) * ones).cpu(), torch.arange(1, n + 1))
+            part = torch.empty(n, device="tpu")
+            part[: n // 2].fill_(2)  # not the whole storage: a program, as before
+            torch.testing.assert_close(part[: n // 2].cpu(), torch.full((n // 2,), 2.0))
+            x = torch.randn(n).to("tpu")
+            x.fill_(5)  # a storage with contents
+            torch.testing.assert_close(x.cpu(), torch.full((n,), 5.0))
