@@ -38,10 +38,23 @@ def _kind(reason: str) -> str:
     return re.sub(r"-?\d+", "#", reason)
 
 
+_latest_top: tuple = (None, [])  # (log version and `top`, rows) of this process's log
+
+
 def top_reasons(top: int = 10, log: list[dict] | None = None) -> list[dict]:
     """The `top` most frequent (ops, Python line, kind of reason) of this process's compiles (or
-    of `log`), most frequent first: {"count", "ops", "where", "reason" (the latest of them)}."""
-    log = compile_log() if log is None else log
+    of `log`), most frequent first: {"count", "ops", "where", "reason" (the latest of them)}.
+    For this process's log, computed again only when the log changed (metrics() calls it)."""
+    global _latest_top
+    if log is None:
+        key = (_C._compile_log_version(), top)
+        if _latest_top[0] != key:
+            _latest_top = (key, _top_reasons(top, compile_log()))
+        return [dict(row) for row in _latest_top[1]]
+    return _top_reasons(top, log)
+
+
+def _top_reasons(top: int, log: list[dict]) -> list[dict]:
     keys = [(r["ops"], r["where"], _kind(r["reason"])) for r in log]
     latest = {key: r["reason"] for key, r in zip(keys, log)}
     return [{"count": n, "ops": ops, "where": where, "reason": latest[ops, where, kind]}

@@ -36,6 +36,7 @@ std::unordered_map<uint64_t, History> histories;  // by a hash of the program's 
 std::deque<CompileRecord> records;  // the last ones: numbers logged - size + 1 ... logged
 uint64_t logged = 0;                 // records logged so far
 uint64_t generation = 0;             // clear_compile_log() calls so far
+uint64_t changes = 0;                // changes to `records` so far (compile_log_version())
 uint64_t clock = 0;
 size_t kept_nodes = 0;  // over every history's `recent`
 void (*warn)(const std::string&) = nullptr;
@@ -231,6 +232,7 @@ void log_compile(std::vector<NodeDescription> nodes) {
     history.recent.pop_back();
   }
   records.push_back(std::move(record));
+  ++changes;
   // A thread that compiles and never reaches a Python line keeps no more than the log does.
   if (unlocated.size() > kMaxRecords) unlocated.erase(unlocated.begin());
   if (records.size() > kMaxRecords) records.pop_front();
@@ -248,6 +250,7 @@ void locate_compiles() {
       if (compile.generation != generation) continue;
       bool kept = compile.number >= first;
       if (kept) records[compile.number - first].where = where;
+      changes += kept;
       std::string warning = count_at_site(
           where, compile, kept ? records[compile.number - first].reason : "(no longer kept)");
       if (!warning.empty()) messages.push_back(std::move(warning));
@@ -267,12 +270,18 @@ std::vector<CompileRecord> compile_log() {
   return {records.begin(), records.end()};
 }
 
+uint64_t compile_log_version() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return changes;
+}
+
 void clear_compile_log() {
   std::lock_guard<std::mutex> lock(mutex);
   records.clear();
   histories.clear();
   sites.clear();
   ++generation;
+  ++changes;
   kept_nodes = 0;
 }
 

@@ -40,6 +40,8 @@ std::string python_location();
 void set_python_location(std::string (*location)());
 // The last records, oldest first (at most kMaxRecords).
 std::vector<CompileRecord> compile_log();
+// Changes when compile_log() would: a record logged or given its Python line, or the log cleared.
+uint64_t compile_log_version();
 void clear_compile_log();
 // Past `threshold` programs at one call site (0: never), `warn` gets one message for that site.
 void set_compile_warning(void (*warn)(const std::string&), int64_t threshold);

@@ -297,6 +297,7 @@ PYBIND11_MODULE(_C, m) {
     }
     return records;
   });
+  m.def("_compile_log_version", &engine::compile_log_version);
   m.def("_clear_compile_log", &engine::clear_compile_log);
   m.def("_set_compile_warning_after", [](int64_t programs) {
     engine::set_compile_warning(

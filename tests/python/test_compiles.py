@@ -89,6 +89,18 @@ def test_metrics_carry_the_reasons(log):
     sub = next(r for r in rows if r["ops"] == "sub" and r["count"] == 3)
     assert sub["reason"].startswith("input 0: sizes [3,56] instead of [3,55]")
     assert sub["where"] == f"{HERE}:{line_of('# metrics line')}"
+    # kept until the log changes: a new compile, or the log cleared
+    assert torchtpu.metrics()["compile_reasons"] == rows
+    subs = [r for r in rows if r["ops"] == "sub"]
+    torchtpu.metrics()["compile_reasons"][0]["count"] = -1  # a caller's copy
+    assert torchtpu.metrics()["compile_reasons"] == rows
+    (x[:, :52] - 2).cpu()  # a new line
+    again = [r for r in torchtpu.metrics()["compile_reasons"] if r["ops"] == "sub"]
+    assert [r for r in again if r["where"] == sub["where"]] == subs
+    new = next(r for r in again if r["where"] == f"{HERE}:{line_of('# a new line')}")
+    assert new["count"] == 1 and new["reason"].startswith("input 0: sizes [3,52] instead of")
+    torchtpu._C._clear_compile_log()
+    assert torchtpu.metrics()["compile_reasons"] == []
 
 
 def test_a_cached_program_is_not_logged(log):
