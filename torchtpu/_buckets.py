@@ -4,7 +4,8 @@ to a bound.
 A graph Dynamo traced with symbolic sizes (a dimension seen with a second size, or marked with
 torch._dynamo.mark_dynamic) runs, for a size n, the program captured for its bucket B >= n: the
 next step of a geometric ladder (8, 16, 32, ... for TORCHTPU_SHAPE_BUCKETS=2, the default; 0
-turns buckets off), or the `max` that mark_dynamic gave. Its tensor inputs are padded to B, and
+turns buckets off) but no more than the size's upper bound (a guard's: slicing a 64-row buffer
+bounds the slice's length by 64), or the `max` that mark_dynamic gave. Its tensor inputs are padded to B, and
 the graph is rewritten so that the padding, whatever it holds, never reaches a valid element:
 where an op reduces or contracts over a dynamic dimension (sum, max, mean, softmax, matmul, the
 loss's targets, an embedding's gradient, layer norm's weight gradient), its input's padding is
@@ -62,15 +63,16 @@ def factor() -> float | None:
     return value
 
 
-def bucket(n: int, ladder: float, bound: int | None = None) -> int:
-    """The bucket for size n: `bound` (mark_dynamic's max) if given, else the ladder's first
-    step at or above n."""
-    if bound is not None and n <= bound:
+def bucket(n: int, ladder: float, bound: int | None = None, marked: bool = False) -> int:
+    """The bucket for size n: `bound` if mark_dynamic's max gave it (`marked`), else the ladder's
+    first step at or above n, capped at `bound` (an upper bound a guard set)."""
+    within = bound is not None and n <= bound
+    if within and marked:
         return bound
     b = SMALLEST
     while b < n:
         b = max(b + 1, math.ceil(b * ladder))
-    return b
+    return min(b, bound) if within else b
 
 
 def _expr(value) -> sympy.Expr:
@@ -375,7 +377,7 @@ class Plan:
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.inputs: list[list[tuple[int, sympy.Expr]]] = []  # per input, its dynamic dims
         self.int_inputs: dict[int, sympy.Symbol] = {}
-        self.bounds: dict[sympy.Symbol, int | None] = {}
+        self.bounds: dict[sympy.Symbol, tuple[int | None, bool]] = {}  # _bound()
         self.symbol_at: dict[sympy.Symbol, tuple[int, int | None]] = {}  # (input, dim or None)
         for i, p in enumerate(self.placeholders):
             val = _val(p)
@@ -686,7 +688,8 @@ class _Call:
     to the program (a device tensor, kept), and how each output is cut back."""
 
     def __init__(self, plan: Plan, at_n: dict, args: list):
-        at_b = {s: bucket(n, plan.ladder, plan.bounds.get(s)) for s, n in at_n.items()}
+        at_b = {s: bucket(n, plan.ladder, *plan.bounds.get(s, (None, False)))
+                for s, n in at_n.items()}
         self.ints = {i: int(e.subs(at_b)) for i, e in plan.int_inputs.items()}
         self.pads = {i: {d: int(e.subs(at_b)) for d, e in dims}
                      for i, dims in enumerate(plan.inputs) if dims and i not in plan.int_inputs}
@@ -801,17 +804,47 @@ def _extreme(dtype: torch.dtype, which: str):
     return info.min if which == "min" else info.max
 
 
-def _bound(value) -> int | None:
-    """mark_dynamic's `max` for a symbolic size, if it gave one."""
+def _bound(value) -> tuple[int | None, bool]:
+    """A symbolic size's upper bound, if it has one, and whether mark_dynamic's `max` gave it (else
+    a guard did, as slicing a 512-row buffer bounds the slice's length by 512)."""
     try:
-        upper = value.node.shape_env.var_to_range[value.node.expr].upper
+        env, expr = value.node.shape_env, value.node.expr
+        upper = _finite(env.var_to_range[expr].upper)
     except (AttributeError, KeyError):
-        return None
+        return None, False
+    if upper is None:
+        return None, False
+    return upper, _marked_maxima(env).get(expr) == upper
+
+
+def _finite(upper) -> int | None:
     from torch.utils._sympy.numbers import int_oo
 
     if upper is int_oo or upper is sympy.oo or not upper.is_Integer or int(upper) >= 2 ** 31:
         return None
     return int(upper)
+
+
+def _marked_maxima(env) -> dict:
+    """mark_dynamic's `max` of each symbol it bounded, read from Dynamo's tracing context (the
+    constraints on its inputs' sizes, by source); kept on the shape environment for graphs
+    compiled outside that context (a backward compiled at its first call)."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+    from torch._guards import TracingContext
+    from torch.fx.experimental.symbolic_shapes import StrictMinMaxConstraint
+
+    marked = env.__dict__.setdefault("_torchtpu_marked_maxima", {})
+    context = TracingContext.try_get()
+    symbols = getattr(env, "source_to_var", {})
+    for symbolic in list(getattr(context, "tensor_to_context", {}).values()):
+        source = getattr(symbolic, "tensor_source", None)
+        for d, constraint in enumerate(getattr(symbolic, "constraint_sizes", None) or ()):
+            if source is None or not isinstance(constraint, StrictMinMaxConstraint):
+                continue
+            symbol = symbols.get(TensorPropertySource(source, TensorProperty.SIZE, d).name)
+            if isinstance(symbol, sympy.Symbol) and _finite(constraint.vr.upper) is not None:
+                marked[symbol] = _finite(constraint.vr.upper)
+    return marked
 
 
 def plan(gm: torch.fx.GraphModule, visible: int | None = None,

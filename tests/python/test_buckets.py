@@ -63,7 +63,9 @@ def test_the_ladder():
     assert [_buckets.bucket(n, 2.0) for n in (1, 8, 9, 16, 17, 100, 512)] == [
         8, 8, 16, 16, 32, 128, 512]
     assert len({_buckets.bucket(n, 2.0) for n in range(1, 513)}) == 7
-    assert _buckets.bucket(5, 2.0, bound=40) == 40
+    assert _buckets.bucket(5, 2.0, bound=40, marked=True) == 40  # mark_dynamic's max
+    assert _buckets.bucket(5, 2.0, bound=40) == 8  # a guard's bound caps the ladder
+    assert _buckets.bucket(33, 2.0, bound=40) == 40
     assert _buckets.bucket(9, 1.5) == 12
 
 
@@ -194,6 +196,45 @@ def test_mark_dynamic_with_a_max_compiles_one_program():
         torch._dynamo.mark_dynamic(t, 0, min=2, max=48)
         torch.testing.assert_close(f(t).cpu(), x.softmax(0) * x.sum(0))
     assert stats()[1] - captures == 1
+
+
+def test_mark_dynamic_with_a_max_gives_the_backward_one_program_too():
+    """The backward, compiled at its first call outside Dynamo's tracing, pads to the same max."""
+    w = torch.randn(3, 4)
+
+    def loss(x, w):
+        return (x @ w).softmax(0).square().sum()
+
+    f = torch.compile(loss, backend="tpu")
+    _, captures = stats()
+    for n in (5, 20, 37):
+        x = torch.randn(n, 3, generator=torch.Generator().manual_seed(n))
+        want_w = w.clone().requires_grad_()
+        loss(x, want_w).backward()
+        got_w = w.to("tpu").requires_grad_()
+        t = x.to("tpu")
+        torch._dynamo.mark_dynamic(t, 0, min=2, max=40)
+        f(t, got_w).backward()
+        torch.testing.assert_close(got_w.grad.cpu(), want_w.grad, atol=1e-5, rtol=1e-5)
+    assert stats()[1] - captures == 2  # the forward and the backward, at 40 rows
+
+
+def test_a_bound_from_slicing_a_buffer_caps_the_ladder():
+    """Slicing a 40-row table by the length bounds it by 40: sizes still take the ladder's buckets
+    (8, 16, 32), not one program at 40 for every size; past 32, the bucket is the bound."""
+    table = torch.randn(40, 3)
+    on_tpu = table.to("tpu")
+
+    def fn(x, t):
+        return (x + t[: x.shape[0]]).softmax(0).sum(0)
+
+    f = torch.compile(fn, backend="tpu")
+    _, captures = stats()
+    for n in (3, 5, 7, 11, 30, 33, 40):
+        x = torch.randn(n, 3, generator=torch.Generator().manual_seed(n))
+        torch.testing.assert_close(f(x.to("tpu"), on_tpu).cpu(), fn(x, table))
+    # 3 exactly; then the buckets 8 (5, 7), 16 (11), 32 (30) and 40 (33, 40)
+    assert stats()[1] - captures == 5
 
 
 @pytest.mark.parametrize("name, fn", [
