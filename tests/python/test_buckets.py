@@ -387,3 +387,28 @@ def test_a_step_over_lengths_in_one_bucket_compiles_no_program_per_length():
     for n in (23, 26, 29, 32):
         run(n)
     assert torchtpu.metrics()["executables_compiled"] == before
+
+
+def test_an_index_out_of_range_in_the_valid_part_still_raises():
+    """Only the padding's indices are made valid: a bad index among the true elements raises the
+    device's IndexError, in a bucketed graph as eagerly; the next call runs as before."""
+    table = torch.randn(20, 3)
+    on_tpu = table.to("tpu")
+
+    def embed(x, t, table):
+        return (x.sum(-1, keepdim=True) * F.embedding(t, table)).sum(1)
+
+    f = torch.compile(embed, backend="tpu")
+    calls, _ = stats()
+    eager = torchtpu.metrics()["compiled_eager_runs"]
+    for n in (3, 5, 6, 7):  # 5, 6 and 7 run bucketed, in the bucket 8
+        x = rows(n)
+        t = torch.randint(0, 20, (2, n), generator=torch.Generator().manual_seed(n))
+        if n == 6:
+            t[1, n - 1] = 20  # the last valid element
+            with pytest.raises(IndexError, match="index out of range"):
+                f(x.to("tpu"), t.to("tpu"), on_tpu).cpu()
+            continue
+        torch.testing.assert_close(f(x.to("tpu"), t.to("tpu"), on_tpu).cpu(), embed(x, t, table))
+    assert stats()[0] - calls == 3
+    assert torchtpu.metrics()["compiled_eager_runs"] == eager
