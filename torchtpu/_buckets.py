@@ -278,10 +278,16 @@ class _Rewriter:
                 source, value = n.args[arg[0]][arg[1]], args[arg[0]][arg[1]]
             else:
                 source, value = n.args[arg], args[arg]
-            if fill in ("min", "max"):
-                fill = _extreme(_val(source).dtype, fill)
-            value = g.call_function(_aten.where.ScalarOther,
-                                    (self.valid(value, source, dims), value, fill))
+            if fill == "first":  # each padding element: the first valid one along the dims
+                for d in sorted(dims):
+                    first = g.call_function(_aten.slice.Tensor, (value, d, 0, 1))
+                    value = g.call_function(_aten.where.self,
+                                            (self.valid(value, source, {d}), value, first))
+            else:
+                if fill in ("min", "max"):
+                    fill = _extreme(_val(source).dtype, fill)
+                value = g.call_function(_aten.where.ScalarOther,
+                                        (self.valid(value, source, dims), value, fill))
             if isinstance(arg, tuple):
                 args[arg[0]] = list(args[arg[0]])
                 args[arg[0]][arg[1]] = value
@@ -516,14 +522,31 @@ class Plan:
                 raise _NotBucketed("index_put into a dynamic dimension")
             indices = [t for t in n.args[1] if t is not None]
             accumulate = n.args[3] if len(n.args) > 3 else n.kwargs.get("accumulate", False)
-            if any(_dynamic_dims(t) for t in indices):
-                # the padding's indices add zeros (and are made valid); a write would land
-                if not accumulate or _shape(n.args[2])[:1] != _shape(indices[0])[:1]:
+            dynamic = [t for t in indices if _dynamic_dims(t)]
+            if dynamic and accumulate:
+                # the padding's indices add zeros (and are made valid)
+                if _shape(n.args[2])[:1] != _shape(indices[0])[:1]:
                     raise _NotBucketed("index_put with dynamic indices")
                 self.masks.append((n, 2, _dynamic_dims(n.args[2]), 0))
                 for k, t in enumerate(n.args[1]):
                     if t is not None and _dynamic_dims(t):
                         self.masks.append((n, (1, k), _dynamic_dims(t), 0))
+            elif dynamic:
+                # a write: the padding writes the first valid element's value at its index
+                # again (a static KV cache written at a prompt's positions)
+                if any(_val(t).dim() > 1 for t in indices) or any(
+                        _shape(t) != _shape(dynamic[0]) for t in dynamic):
+                    raise _NotBucketed("index_put with dynamic indices of several shapes")
+                for k, t in enumerate(n.args[1]):
+                    if t is not None and _dynamic_dims(t):
+                        self.masks.append((n, (1, k), {0}, "first"))
+                # where the indices' dimension is in the values, broadcast to x[indices]
+                indexed = sorted(indexed)
+                adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+                values = _val(n.args[2]).dim()
+                at = (indexed[0] if adjacent else 0) - (_val(x).dim() - len(indexed) + 1 - values)
+                if 0 <= at < values and _dynamic_dims(n.args[2], {at}):
+                    self.masks.append((n, 2, {at}, "first"))
         elif packet is _aten.cat:
             parts = n.args[0]
             dim = (n.args[1] if len(n.args) > 1 else 0) % _val(n).dim()

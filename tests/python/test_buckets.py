@@ -318,6 +318,55 @@ def test_indices_and_divisors_in_the_padding_are_made_valid():
         check(fn, make, lengths=[3, 5, 9, 17])
 
 
+def test_writes_at_a_varying_number_of_positions():
+    """index_put, index_copy and a setitem writing n rows into a fixed-size tensor (a static KV
+    cache written at a prompt's positions, in place included): the padding writes the first
+    valid row's value at its position again, so every length of a bucket shares its program."""
+    def put(cache, pos, vals):
+        return cache.index_put((pos,), vals) * 1.0
+
+    def copy(cache, pos, vals):
+        return cache.index_copy(0, pos, vals) + 0
+
+    def setitem_columns(cache, pos, vals):  # the positions index dimension 1; values broadcast
+        c = cache.clone()
+        c[:, pos] = vals[:, :1].T
+        return c
+
+    def make(n):
+        g = torch.Generator().manual_seed(n)
+        pos = torch.randperm(40, generator=g)[:n]  # any order, never position 0 first
+        return torch.randn(40, 4, generator=g), pos, torch.randn(n, 4, generator=g)
+
+    for fn in (put, copy):
+        torch._dynamo.reset()
+        check(fn, make, lengths=[3, 5, 9, 17, 30])
+    torch._dynamo.reset()
+    check(setitem_columns, lambda n: (make(n)[0].T.contiguous(), *make(n)[1:]),
+          lengths=[3, 5, 9, 17, 30])
+
+    def prefill(k_cache, v_cache, pos, q, k, v):
+        k_cache.index_copy_(0, pos, k)
+        v_cache[pos] = v
+        n = q.shape[0]
+        return (q @ k_cache[:n].T).softmax(-1) @ v_cache[:n]
+
+    f = torch.compile(prefill, backend="tpu")
+    torch._dynamo.reset()
+    calls, _ = stats()
+    for n in (3, 5, 9, 17, 30):
+        g = torch.Generator().manual_seed(n)
+        caches = [torch.randn(40, 4, generator=g) for _ in range(2)]
+        q, k, v = [torch.randn(n, 4, generator=g) for _ in range(3)]
+        on_tpu = [c.to("tpu") for c in caches]
+        got = f(*on_tpu, torch.arange(n).to("tpu"), q.to("tpu"), k.to("tpu"), v.to("tpu"))
+        want = prefill(*caches, torch.arange(n), q, k, v)
+        torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+        for c, w in zip(on_tpu, caches):
+            assert torch.equal(c.cpu(), w), n
+    assert stats()[0] - calls == 4
+
+
 def test_writes_into_a_varying_dimension_compile_per_size():
     def put(x, idx):
         y = x.clone()
