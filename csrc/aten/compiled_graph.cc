@@ -63,7 +63,21 @@ std::string CompiledGraph::signature(const std::vector<at::Tensor>& inputs,
 
 const GraphProgram* CompiledGraph::find(const std::string& signature) const {
   auto it = programs_.find(signature);
-  return it == programs_.end() ? nullptr : it->second.get();
+  if (it == programs_.end()) return nullptr;
+  it->second->last_use_ = ++clock_;
+  return it->second.get();
+}
+
+void CompiledGraph::keep(const std::string& signature, std::unique_ptr<GraphProgram> graph) {
+  if (programs_.size() >= kMaxPrograms && programs_.count(signature) == 0) {
+    auto oldest = programs_.begin();
+    for (auto it = programs_.begin(); it != programs_.end(); ++it) {
+      if (it->second->last_use_ < oldest->second->last_use_) oldest = it;
+    }
+    programs_.erase(oldest);
+  }
+  graph->last_use_ = ++clock_;
+  programs_[signature] = std::move(graph);
 }
 
 void CompiledGraph::begin_capture(const std::vector<at::Tensor>& inputs) {
@@ -121,7 +135,7 @@ std::string CompiledGraph::end_capture(const std::string& signature,
     graph->outputs_.push_back(std::move(o));
   }
   if (!program) {
-    programs_[signature] = std::move(graph);
+    keep(signature, std::move(graph));
     return "";
   }
   if (hlo_text != nullptr) *hlo_text = program->hlo_text();
@@ -165,7 +179,7 @@ std::string CompiledGraph::end_capture(const std::string& signature,
     }
     graph->targets_.push_back(target);
   }
-  programs_[signature] = std::move(graph);
+  keep(signature, std::move(graph));
   return "";
 }
 

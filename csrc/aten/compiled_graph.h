@@ -48,6 +48,7 @@ class GraphProgram {
   };
 
   int device_ = 0;
+  mutable uint64_t last_use_ = 0;  // CompiledGraph's clock at its last find()
   std::shared_ptr<pjrt::Executable> executable_;
   std::vector<Argument> arguments_;
   std::vector<int64_t> donated_;  // arguments it may take over (engine::Launch::donated)
@@ -65,6 +66,11 @@ class CompiledGraph {
 
   // The program captured for this signature, or null.
   const GraphProgram* find(const std::string& signature) const;
+  // Programs kept per graph: past this many signatures, the least recently run one is dropped
+  // (its executable with it, unless the executable cache keeps it) and captured again when it
+  // comes back, so a graph called on ever new shapes holds neither memory nor the process's
+  // memory mappings without bound.
+  static constexpr size_t kMaxPrograms = 64;
   // Whether this signature was found not to replay (it runs eagerly).
   bool eager(const std::string& signature) const { return eager_.count(signature) > 0; }
 
@@ -79,7 +85,11 @@ class CompiledGraph {
   static void abort_capture();
 
  private:
+  // Keeps `graph` for `signature`, dropping the least recently run program past kMaxPrograms.
+  void keep(const std::string& signature, std::unique_ptr<GraphProgram> graph);
+
   std::unordered_map<std::string, std::unique_ptr<GraphProgram>> programs_;
+  mutable uint64_t clock_ = 0;
   std::unordered_map<std::string, bool> eager_;
 };
 

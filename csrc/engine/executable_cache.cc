@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 
 #include "engine/trace.h"
 
@@ -19,7 +20,65 @@ int64_t charge(const pjrt::Executable& exe, int64_t serialized_bytes) {
   return std::max({kFloor, exe.generated_code_bytes(), serialized_bytes});
 }
 
+// The memory mappings this process holds (the lines of /proc/self/maps), or -1 where unknown.
+int64_t process_mappings() {
+  std::ifstream maps("/proc/self/maps", std::ios::binary);
+  if (!maps) return -1;
+  int64_t lines = 0;
+  char chunk[1 << 16];
+  while (maps.read(chunk, sizeof chunk) || maps.gcount() > 0) {
+    lines += std::count(chunk, chunk + maps.gcount(), '\n');
+  }
+  return lines;
+}
+
+// The most mappings the kernel allows a process (vm.max_map_count), or -1 where unknown.
+int64_t max_process_mappings() {
+  static const int64_t most = [] {
+    std::ifstream f("/proc/sys/vm/max_map_count");
+    int64_t n = -1;
+    return (f >> n) ? n : int64_t{-1};
+  }();
+  return most;
+}
+
 }  // namespace
+
+void ExecutableCache::relieve_mappings() {
+  // The CPU plugin maps each executable's code in many pieces (some 150 mappings for a small
+  // transformer block's training step), and a compile that finds no mapping left aborts the
+  // process inside the plugin ("LLVM ERROR: Unable to allocate section memory!"): a process
+  // compiling ever new shapes reached vm.max_map_count (65,530 by default) after about 400 such
+  // programs, far below the byte bound. Reading the count costs about 1 us a mapping, so it is
+  // read only every kMappingsCheck misses, with room left for that many compiles in between.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (++misses_since_check_ < kMappingsCheck) return;
+    misses_since_check_ = 0;
+  }
+  int64_t most = max_process_mappings();
+  if (most <= 0 || process_mappings() <= most / 2) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t drop = lru_.size() / 2; drop > 0; --drop) {
+      auto oldest = executables_.find(lru_.back());
+      stats_.bytes -= oldest->second.bytes;
+      executables_.erase(oldest);
+      lru_.pop_back();
+      ++stats_.evictions;
+    }
+    stats_.entries = static_cast<int64_t>(executables_.size());
+  }
+  int64_t now = process_mappings();
+  if (now > most / 10 * 9) {  // held elsewhere: a compile now could abort the process
+    throw std::runtime_error(
+        "torchtpu: the process holds " + std::to_string(now) + " memory mappings of the " +
+        std::to_string(most) + " the kernel allows (vm.max_map_count), and each compiled "
+        "program takes more; compiling another could abort the process, so it is refused. "
+        "Free tensors and compiled functions holding programs, compile fewer shapes "
+        "(TORCHTPU_SHAPE_BUCKETS), or raise vm.max_map_count");
+  }
+}
 
 std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
     const hlo::Fingerprint& key, const std::function<std::string()>& emit,
@@ -36,6 +95,7 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
   }
   // Compile outside the lock: another thread may compile the same program; the first one stored
   // wins and both results are correct.
+  relieve_mappings();
   auto start = std::chrono::steady_clock::now();
   bool compiled = false;
   int64_t serialized_bytes = 0;

@@ -75,8 +75,15 @@ class ExecutableCache {
                                            std::shared_ptr<pjrt::Executable> exe, int64_t bytes,
                                            bool from_disk);
 
+  // Every kMappingsCheck misses, before compiling: past half the mappings the kernel allows a
+  // process, drops the older half of the entries; past 90 % after that, raises instead of
+  // letting the plugin abort the process (see executable_cache.cc).
+  void relieve_mappings();
+  static constexpr int kMappingsCheck = 16;
+
   std::shared_ptr<DiskCache> disk_;
   mutable std::mutex mutex_;
+  int misses_since_check_ = 0;
   uint64_t max_bytes_ = kDefaultMaxBytes;
   std::unordered_map<hlo::Fingerprint, Entry, hlo::FingerprintHash> executables_;
   std::list<hlo::Fingerprint> lru_;  // most recently used first

@@ -120,6 +120,29 @@ def test_dynamic_shapes_run_in_buckets():
     assert d["compiled_eager_runs"] == 0
 
 
+def test_a_graph_keeps_its_most_recent_programs_only(monkeypatch):
+    """A graph run on ever new shapes (no buckets) keeps its 64 most recently run programs: an
+    older shape is captured again when it comes back, with the same results."""
+    monkeypatch.setenv("TORCHTPU_SHAPE_BUCKETS", "0")
+    torch._dynamo.reset()
+
+    def f(x):
+        return x * 2 + 1
+
+    compiled = torch.compile(f, backend="tpu")
+    kept = 64  # CompiledGraph::kMaxPrograms
+    before = torchtpu._compile.stats()
+    for n in range(2, kept + 4):  # 2 exactly, then one symbolic graph capturing each size
+        compiled(torch.ones(n, device="tpu"))
+    for n in (kept + 3, 3, kept + 3):  # the newest replays; 3, the oldest, is captured again
+        torch.testing.assert_close(compiled(torch.ones(n, device="tpu")).cpu(),
+                                   torch.full((n,), 3.0))
+    d = stats_delta(before)
+    assert d["compiled_captures"] == kept + 2 + 1
+    assert d["compiled_replays"] == 2
+    torch._dynamo.reset()
+
+
 def test_graph_break_runs_both_graphs():
     def f(x):
         y = x.sin() * 3

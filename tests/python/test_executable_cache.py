@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import run_python
 
 import torchtpu
 
@@ -83,3 +84,44 @@ def test_a_fill_made_on_the_host_behaves_as_any_contents(mode):
             x = torch.randn(n).to("tpu")
             x.fill_(5)  # a storage with contents
             torch.testing.assert_close(x.cpu(), torch.full((n,), 5.0))
+
+
+def _max_mappings():
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.skipif(not (_max_mappings() or 0) or _max_mappings() > 300_000,
+                    reason="needs /proc/sys/vm/max_map_count, at most 300,000")
+def test_a_compile_near_the_mappings_cap_raises_instead_of_aborting():
+    """With the process's memory mappings near vm.max_map_count (here taken by the test), a
+    compile would abort the process inside the plugin: it raises a RuntimeError instead, after
+    dropping older cached programs, and the process goes on."""
+    r = run_python("""
+        import ctypes, torch, torchtpu
+        torchtpu.set_eager_mode("strict")
+        x = torch.ones(64, device="tpu")
+        libc = ctypes.CDLL(None)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        most = int(open("/proc/sys/vm/max_map_count").read())
+        for i in range(most * 93 // 100):  # protections alternate, so they do not merge
+            libc.mmap(None, 4096, 1 if i % 2 else 3, 0x22, -1, 0)
+        raised = None
+        for n in range(1, 40):
+            try:
+                (x[:n] * 3).cpu()
+            except RuntimeError as e:
+                raised = str(e)
+                break
+        print("raised" if raised and "memory mappings" in raised else f"not raised: {raised}")
+        print((x[:5] * 3).tolist())  # the process goes on
+    """)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.split("\n")
+    assert lines[0] == "raised", r.stdout
+    assert lines[1] == "[3.0, 3.0, 3.0, 3.0, 3.0]", r.stdout
