@@ -60,13 +60,7 @@ void ExecutableCache::relieve_mappings() {
   if (most <= 0 || process_mappings() <= most / 2) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t drop = lru_.size() / 2; drop > 0; --drop) {
-      auto oldest = executables_.find(lru_.back());
-      stats_.bytes -= oldest->second.bytes;
-      executables_.erase(oldest);
-      lru_.pop_back();
-      ++stats_.evictions;
-    }
+    for (size_t drop = lru_.size() / 2; drop > 0; --drop) evict_oldest();
     stats_.entries = static_cast<int64_t>(executables_.size());
   }
   int64_t now = process_mappings();
@@ -113,6 +107,14 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::get_or_compile(
   return insert(key, std::move(exe), bytes, !compiled);
 }
 
+void ExecutableCache::evict_oldest() {
+  auto oldest = executables_.find(lru_.back());
+  stats_.bytes -= oldest->second.bytes;
+  executables_.erase(oldest);
+  lru_.pop_back();
+  ++stats_.evictions;
+}
+
 bool ExecutableCache::contains(const hlo::Fingerprint& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return executables_.count(key) > 0;
@@ -127,13 +129,7 @@ std::shared_ptr<pjrt::Executable> ExecutableCache::insert(const hlo::Fingerprint
   executables_.emplace(key, Entry{std::move(exe), bytes, from_disk, lru_.begin()});
   stats_.bytes += bytes;
   // The newest entry always stays, even alone above the bound: it is about to run.
-  while (static_cast<uint64_t>(stats_.bytes) > max_bytes_ && lru_.size() > 1) {
-    auto oldest = executables_.find(lru_.back());
-    stats_.bytes -= oldest->second.bytes;
-    executables_.erase(oldest);
-    lru_.pop_back();
-    ++stats_.evictions;
-  }
+  while (static_cast<uint64_t>(stats_.bytes) > max_bytes_ && lru_.size() > 1) evict_oldest();
   stats_.entries = static_cast<int64_t>(executables_.size());
   return executables_.at(key).executable;
 }

@@ -75,6 +75,8 @@ class ExecutableCache {
                                            std::shared_ptr<pjrt::Executable> exe, int64_t bytes,
                                            bool from_disk);
 
+  // Drops the least recently used entry (under mutex_).
+  void evict_oldest();
   // Every kMappingsCheck misses, before compiling: past half the mappings the kernel allows a
   // process, drops the older half of the entries; past 90 % after that, raises instead of
   // letting the plugin abort the process (see executable_cache.cc).
