@@ -7,7 +7,9 @@ AOTAutograd result (runtime metadata and wrappers, and each graph as torch.fx's 
 writes it) pickled into one file. A later process that compiles the same Dynamo graph finds it
 there and skips AOTAutograd (functionalization, joint tracing, partitioning, decompositions):
 `post_compile` rebuilds the `_Graph` from the saved graph, whose first call captures its program,
-itself found in torchtpu's persistent executable cache.
+itself found in torchtpu's persistent executable cache. A graph run in shape buckets (_buckets)
+keeps each node's value (symbolic sizes, in a shape environment the pickle carries), with what
+the buckets' plan reads outside the graph, so the loading process plans it again.
 
 The entries live in `<torchtpu cache directory>/aotautograd` (none when TORCHTPU_CACHE=0). Their key
 is PyTorch's (the Dynamo graph, its inputs' metadata, the AOTAutograd and functorch configuration,
@@ -149,25 +151,34 @@ class GraphOutputCode(OutputCode):
     checksum: str = ""
     made_by: str = ""  # identity() of the process that compiled it
     scalars_move: bool = True
+    # A bucketed graph's: _outputs_seen(), and mark_dynamic's maxima by symbol name; its graph
+    # keeps each node's value (sizes symbolic), which the buckets' plan reads.
+    seen: tuple | None = None
+    marked: dict | None = None
     runner: Callable[[list], list] | None = None
 
     def __post_init__(self) -> None:
         self._boxed_call = True
 
     @classmethod
-    def of(cls, gm: torch.fx.GraphModule, kind: str, runner, scalars_move: bool):
+    def of(cls, gm: torch.fx.GraphModule, kind: str, runner, scalars_move: bool,
+           seen: tuple | None = None):
         """The output of one graph, with what a later process needs to rebuild it. (Not its
         Python code: GraphModule's own pickling traces that code again, which turns ops without
-        tensor inputs into constants.)"""
+        tensor inputs into constants.) `seen`: a bucketed graph's _outputs_seen()."""
         from torch.fx._graph_pickler import GraphPickler, Options
 
+        from . import _buckets
+
+        keep = (lambda key: key == "val") if seen is not None else (lambda key: False)
         try:
-            graph = GraphPickler.dumps(gm, Options(ops_filter=None,
-                                                   node_metadata_key_filter=lambda key: False))
+            graph = GraphPickler.dumps(gm, Options(ops_filter=None, node_metadata_key_filter=keep))
         except Exception:  # noqa: BLE001  (whatever cannot be pickled: the graph is not saved)
             return cls(kind=kind, runner=runner)
         return cls(kind=kind, graph=graph, checksum=hashlib.sha256(graph).hexdigest(),
-                   made_by=identity(), scalars_move=scalars_move, runner=runner)
+                   made_by=identity(), scalars_move=scalars_move, runner=runner,
+                   seen=None if seen is None else tuple(seen),
+                   marked=None if seen is None else _buckets.marked_maxima(gm))
 
     def __call__(self, inputs: list) -> list:
         return self.runner(inputs)
@@ -193,9 +204,17 @@ class GraphOutputCode(OutputCode):
 
         from . import _compile
 
-        gm = GraphPickler.loads(self.graph, FakeTensorMode())
+        if self.seen is None:
+            gm = GraphPickler.loads(self.graph, FakeTensorMode())
+        else:  # symbolic sizes, in a shape environment of their own
+            from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+            from . import _buckets
+
+            gm = GraphPickler.loads(self.graph, FakeTensorMode(shape_env=ShapeEnv()))
+            _buckets.mark_maxima(gm, self.marked or {})
         gm.recompile()
-        self.runner = _compile.graph_from_cache(gm, self.kind, self.scalars_move)
+        self.runner = _compile.graph_from_cache(gm, self.kind, self.scalars_move, self.seen)
 
     def set_triton_bundle(self, triton_bundle: Any) -> None:
         pass

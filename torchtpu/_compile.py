@@ -164,9 +164,11 @@ class _Bucketed:
     """A graph of varying sizes run in shape buckets (see _buckets): each call pads its inputs
     to its bucket's sizes and runs the rewritten graph, one program per bucket."""
 
-    def __init__(self, name: str, plan, scalars_move: bool | None):
+    def __init__(self, name: str, plan, scalars_move: bool | None, seen: tuple):
         self.plan = plan
         self.graph = _Graph(plan.gm, name, scalars_move)
+        self.scalars_move = self.graph.scalars_move
+        self.seen = seen  # _outputs_seen() of the graph, which a process loading it cannot ask
         _stats["compiled_bucketed_graphs"] += 1
 
     def __call__(self, args: list) -> list:
@@ -272,17 +274,19 @@ def _split_at_collectives(gm: torch.fx.GraphModule, name: str):
     return lambda args: list(split(*args))
 
 
-def _build(gm: torch.fx.GraphModule, kind: str, scalars_move: bool | None = None):
-    """The callable that runs one graph from AOTAutograd: a _Graph, or the graph split at its
-    collectives."""
+def _build(gm: torch.fx.GraphModule, kind: str, scalars_move: bool | None = None,
+           seen: tuple | None = None):
+    """The callable that runs one graph from AOTAutograd: a _Graph, a _Bucketed, or the graph
+    split at its collectives. `seen`: _outputs_seen(kind), when the graph comes from a cache."""
     _stats["compiled_graphs"] += 1
     name = f"graph_{next(_graph_numbers)}_{kind}"
     if any(_is_collective(n) for n in gm.graph.nodes):
         _write_fx(name, gm)
         return _split_at_collectives(gm, name)
-    plan, _ = _buckets.plan(gm, *_outputs_seen(kind))
+    seen = _outputs_seen(kind) if seen is None else tuple(seen)
+    plan, _ = _buckets.plan(gm, *seen)
     if plan is not None:
-        return _Bucketed(name, plan, scalars_move)
+        return _Bucketed(name, plan, scalars_move, seen)
     return _Graph(gm, name, scalars_move)
 
 
@@ -306,11 +310,13 @@ def _outputs_seen(kind: str) -> tuple[int | None, bool]:
     return (meta.num_forward if kind == "forward" else None), aliased
 
 
-def graph_from_cache(gm: torch.fx.GraphModule, kind: str, scalars_move: bool):
-    """The callable for a graph that AOTAutograd's cache loaded (without node metadata: what
-    _Graph reads from it comes saved beside the graph)."""
+def graph_from_cache(gm: torch.fx.GraphModule, kind: str, scalars_move: bool,
+                     seen: tuple | None = None):
+    """The callable for a graph that AOTAutograd's cache loaded (without node metadata, but
+    for a bucketed graph's values: what _Graph and the buckets read besides comes saved beside
+    the graph)."""
     _stats["compiled_graphs_loaded"] += 1
-    return _build(gm, kind, scalars_move)
+    return _build(gm, kind, scalars_move, seen)
 
 
 def _compiler(kind: str, cached: bool):
@@ -320,8 +326,9 @@ def _compiler(kind: str, cached: bool):
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         graph = _build(gm, kind)
-        if cached and isinstance(graph, _Graph):
-            return _autograd_cache.GraphOutputCode.of(gm, kind, graph, graph.scalars_move)
+        if cached and isinstance(graph, (_Graph, _Bucketed)):
+            return _autograd_cache.GraphOutputCode.of(gm, kind, graph, graph.scalars_move,
+                                                      getattr(graph, "seen", None))
         return _autograd_cache.GraphOutputCode(kind=kind, runner=graph)
 
     return compile_graph

@@ -81,6 +81,52 @@ def test_warm_process_skips_aot_autograd_with_the_same_results(cold_and_warm):
     assert warm["digest"] == cold["digest"]  # bitwise: the loss and the parameters after the step
 
 
+BUCKETED = """
+import hashlib, json, os
+import torch, torchtpu
+from torch._dynamo.utils import counters
+
+torch.manual_seed(0)
+w = torch.randn(6, 6).to("tpu").requires_grad_()
+
+@torch.compile(backend="tpu")
+def loss_of(x):
+    return ((x @ w).softmax(1) * x).mean(1).square().sum()
+
+values = []
+for n in (3, 5, 9, 30, 7):
+    x = torch.randn(2, n, 6, generator=torch.Generator().manual_seed(n)).to("tpu")
+    if os.environ["MARK"] == "1":
+        torch._dynamo.mark_dynamic(x, 1, min=2, max=40)
+    loss = loss_of(x)
+    loss.backward()
+    values += [loss.detach().cpu().reshape(1), w.grad.cpu().flatten()]
+    w.grad = None
+print(json.dumps({"digest": hashlib.sha256(torch.cat(values).numpy().tobytes()).hexdigest(),
+                  "aot": dict(counters["aot_autograd"]), "tpu": torchtpu._compile.stats()}))
+"""
+
+
+@pytest.mark.parametrize("mark", [False, True])
+def test_bucketed_graphs_are_saved_and_loaded(tmp_path, mark):
+    """A graph over varying lengths, bucketed, is saved with its symbolic sizes: a warm process
+    loads it and runs the same buckets (mark_dynamic's max included) with the same results."""
+    def once():
+        r = run_python(BUCKETED, TORCHTPU_CACHE_DIR=str(tmp_path), MARK=str(int(mark)))
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    cold, warm = once(), once()
+    assert warm["digest"] == cold["digest"]
+    assert cold["aot"].get("autograd_cache_saved", 0) >= 1
+    assert warm["aot"].get("autograd_cache_hit", 0) == cold["aot"]["autograd_cache_saved"]
+    assert warm["tpu"]["compiled_graphs_loaded"] >= 2  # the bucketed forward and backward
+    for key in ("compiled_bucketed_graphs", "compiled_bucketed_calls", "compiled_captures"):
+        assert warm["tpu"][key] == cold["tpu"][key], key
+    if mark:  # one program per graph, at the max
+        assert warm["tpu"]["compiled_captures"] == 2
+
+
 @pytest.mark.parametrize("change", [{"width": 24}, {"activation": "tanh"}])
 def test_changed_model_does_not_reuse_a_saved_result(saved, cold_and_warm, change):
     changed, _ = run(saved, **change)
