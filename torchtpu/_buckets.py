@@ -278,7 +278,11 @@ class _Rewriter:
                 source, value = n.args[arg[0]][arg[1]], args[arg[0]][arg[1]]
             else:
                 source, value = n.args[arg], args[arg]
-            if fill == "first":  # each padding element: the first valid one along the dims
+            if isinstance(fill, tuple):  # ("bound", size): indices past the true size
+                size = fill[1]
+                past = g.call_function(_aten.ge.Tensor, (value, self.true(size)))
+                value = g.call_function(_aten.where.ScalarSelf, (past, self.bucket(size), value))
+            elif fill == "first":  # each padding element: the first valid one along the dims
                 for d in sorted(dims):
                     first = g.call_function(_aten.slice.Tensor, (value, d, 0, 1))
                     value = g.call_function(_aten.where.self,
@@ -512,6 +516,13 @@ class Plan:
             dims = _dynamic_dims(n.args[index])
             if dims:
                 self.masks.append((n, index, dims, 0))
+            # indices into a dynamic dimension: one at or past the true size would read the
+            # padding where PyTorch raises, so it becomes the bucket's size, which the check
+            # refuses
+            source, along = (n.args[0], 0) if packet is _aten.embedding else (x, n.args[1])
+            along %= max(_val(source).dim(), 1)
+            if _dynamic_dims(source, {along}):
+                self.masks.append((n, index, set(), ("bound", _shape(source)[along])))
         elif packet in _DIVISIONS and len(n.args) > 1 and _is_tensor(n.args[1]) \
                 and not _val(n.args[1]).is_floating_point() and _dynamic_dims(n.args[1]):
             # an integer division by padding would raise for a zero divisor
@@ -643,6 +654,8 @@ class Plan:
             source = node.args[arg[0]][arg[1]] if isinstance(arg, tuple) else node.args[arg]
             for d in dims:
                 self._size(_shape(source)[d])
+            if isinstance(fill, tuple):
+                self._size(fill[1])
         for node in self.means:
             self._size(_count(node))
         self.zeroed = [p for p, dims in zip(self.placeholders, self.inputs) if dims

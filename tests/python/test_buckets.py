@@ -461,3 +461,29 @@ def test_an_index_out_of_range_in_the_valid_part_still_raises():
         torch.testing.assert_close(f(x.to("tpu"), t.to("tpu"), on_tpu).cpu(), embed(x, t, table))
     assert stats()[0] - calls == 3
     assert torchtpu.metrics()["compiled_eager_runs"] == eager
+
+
+def test_an_index_past_the_true_size_of_a_varying_dimension_still_raises():
+    """index_select and gather along the varying dimension: an index at or past the true size
+    would read the padding at the bucket's size; it raises as PyTorch does, and the valid ones
+    give the CPU's values."""
+    def select(x, idx):
+        return x.index_select(1, idx).sum(1)
+
+    def gather(x, idx):
+        return torch.gather(x, 1, idx).sum(1)
+
+    for fn, index in ((select, lambda last: torch.tensor([0, last])),
+                      (gather, lambda last: torch.full((2, 1, 6), last))):
+        torch._dynamo.reset()
+        f = torch.compile(fn, backend="tpu")
+        calls, _ = stats()
+        for n in (3, 5, 6, 7):  # 5, 6 and 7 in the bucket 8
+            x = rows(n)
+            torch.testing.assert_close(f(x.to("tpu"), index(n - 1).to("tpu")).cpu(),
+                                       fn(x, index(n - 1)))
+            with pytest.raises(RuntimeError, match="out of"):
+                fn(x, index(n))
+            with pytest.raises(RuntimeError, match="out of"):
+                f(x.to("tpu"), index(n).to("tpu")).cpu()
+        assert stats()[0] - calls >= 3, fn.__name__
