@@ -278,8 +278,12 @@ class _Rewriter:
                 source, value = n.args[arg[0]][arg[1]], args[arg[0]][arg[1]]
             else:
                 source, value = n.args[arg], args[arg]
-            if isinstance(fill, tuple):  # ("bound", size): indices past the true size
-                size = fill[1]
+            if isinstance(fill, tuple):  # ("bound" or "wrap", size): indices into a size
+                kind, size = fill
+                if kind == "wrap":  # a negative index counts from the true size
+                    negative = g.call_function(_aten.lt.Scalar, (value, 0))
+                    value = g.call_function(_aten.where.self, (negative, g.call_function(
+                        _aten.add.Tensor, (value, self.true(size))), value))
                 past = g.call_function(_aten.ge.Tensor, (value, self.true(size)))
                 value = g.call_function(_aten.where.ScalarSelf, (past, self.bucket(size), value))
             elif fill == "first":  # each padding element: the first valid one along the dims
@@ -312,6 +316,19 @@ class _Rewriter:
             args[k] = self.true(e)
         return self.emit(n, n.target.overloadpacket.Tensor, args,
                          torch.fx.node.map_arg(n.kwargs, env.__getitem__))
+
+    def tail(self, n, env):
+        """A slice or select from the end of a dynamic dimension, at its true size."""
+        g = self.graph
+        source = n.args[0]
+        dim, start, k = self.plan.tails[n]
+        first = g.call_function(_aten.add.Tensor, (self.true(_shape(source)[dim]), start))
+        at = g.call_function(_aten.add.Tensor, (self.index(k, _val(source).device), first))
+        out = g.call_function(_aten.index_select.default, (env[source], dim, at))
+        if n.target.overloadpacket is _aten.select:
+            out = g.call_function(_aten.squeeze.dim, (out, dim))
+        out.meta = dict(n.meta)
+        return out
 
     def compacted(self, value, node):
         """`value` (at the bucket's sizes) as a flat tensor with its valid elements in order at
@@ -414,10 +431,6 @@ class Plan:
                      *self.int_inputs.items()]:
             if not e.free_symbols <= set(self.symbol_at):
                 raise _NotBucketed(f"input {i}'s size {e} is not made of the inputs' sizes")
-        in_shapes = {e for dims in self.inputs for _, e in dims}
-        for i, e in self.int_inputs.items():
-            if not e.free_symbols <= set().union(*(x.free_symbols for x in in_shapes)):
-                raise _NotBucketed(f"input {i} is an integer that is no input's size")
         for n in gm.graph.nodes:
             vals = _val(n) if isinstance(_val(n), (list, tuple)) else [_val(n)]
             for v in vals:
@@ -432,6 +445,7 @@ class Plan:
         self.means: set[torch.fx.Node] = set()
         self.moves: dict[torch.fx.Node, list] = {}  # views and their gathers
         self.values: dict[torch.fx.Node, list] = {}  # ops taking a size as a value
+        self.tails: dict[torch.fx.Node, tuple] = {}  # slices and selects from the end
         for n in gm.graph.nodes:
             self._visit(n)
         outs = _results(gm)
@@ -504,7 +518,15 @@ class Plan:
             dim = (n.args[1] if len(n.args) > 1 else 0) % _val(x).dim()
             start = n.args[2] if len(n.args) > 2 else 0
             if _dynamic_dims(x, {dim}) and not (isinstance(start, int) and start >= 0):
-                raise _NotBucketed(f"{packet.__name__} of a dynamic dimension from its end")
+                # the last k elements (x[:, -k:], x[:, -1]): taken at the true size
+                end = n.args[3] if len(n.args) > 3 else None
+                step = n.args[4] if len(n.args) > 4 else 1
+                k = 1 if packet is _aten.select else -start if isinstance(start, int) else 0
+                whole = end is None or (isinstance(end, int) and end >= 2 ** 62)
+                if not (isinstance(start, int) and start < 0 and (packet is _aten.select or (
+                        whole and step == 1 and _shape(n)[dim] == k))):
+                    raise _NotBucketed(f"{packet.__name__} of a dynamic dimension from its end")
+                self.tails[n] = (dim, start if packet is _aten.select else -k, k)
         elif packet in (_aten.split, _aten.split_with_sizes):
             dim = (n.args[2] if len(n.args) > 2 else 0) % _val(x).dim()
             if _dynamic_dims(x, {dim}):
@@ -529,8 +551,10 @@ class Plan:
             self.masks.append((n, 1, _dynamic_dims(n.args[1]), 1))
         elif packet is _aten.index_put:
             indexed = {d for d, t in enumerate(n.args[1]) if t is not None}
-            if _dynamic_dims(x, indexed):  # a negative index would land in the padding
-                raise _NotBucketed("index_put into a dynamic dimension")
+            for d in _dynamic_dims(x, indexed):
+                # indices into a dynamic dimension: a negative one counts from the true size,
+                # and one at or past it, which PyTorch refuses, becomes the bucket's size
+                self.masks.append((n, (1, d), set(), ("wrap", _shape(x)[d])))
             indices = [t for t in n.args[1] if t is not None]
             accumulate = n.args[3] if len(n.args) > 3 else n.kwargs.get("accumulate", False)
             dynamic = [t for t in indices if _dynamic_dims(t)]
@@ -632,7 +656,7 @@ class Plan:
                     and arg.name in ("size", "shape")):
                 continue
             tensor_overload = getattr(packet, "Tensor", None)
-            if (n.target._overloadname == "Scalar" and tensor_overload is not None
+            if (n.target._overloadname in ("Scalar", "Tensor") and tensor_overload is not None
                     and isinstance(value, torch.fx.Node) and k < len(n.args)
                     and isinstance(_val(value), torch.SymInt)):
                 self.values.setdefault(n, []).append((k, _expr(_val(value))))
@@ -670,6 +694,8 @@ class Plan:
         for node, values in self.values.items():
             for _, e in values:
                 self._size(e)
+        for node, (dim, _, _) in self.tails.items():
+            self._size(_shape(node.args[0])[dim])
         results = _results(gm)
         for i in self.compacted:
             for e in _shape(results[i]):
@@ -693,6 +719,8 @@ class Plan:
                 env[n] = rw.view(n, env)
             elif n in self.values:
                 env[n] = rw.sized(n, self.values[n], env)
+            elif n in self.tails:
+                env[n] = rw.tail(n, env)
             elif n in masks:
                 env[n] = rw.masked(n, masks[n], env)
             else:

@@ -243,6 +243,29 @@ def test_static_cache_generate_matches_cpu_and_repeats_without_compiling(mode, f
     assert torchtpu.metrics()["executable_cache_misses"] == before
 
 
+def test_static_cache_prefill_of_varying_prompts_runs_in_buckets(fallback_error):
+    """Compiled generate() with a static KV cache over prompts of several lengths: the prefill
+    graph (its cache sized by prompt + new tokens, written at the prompt's positions, the last
+    token's logits taken from the end) runs in shape buckets, with the CPU's tokens."""
+    torch._dynamo.reset()
+    cpu = _model("llama").eval()
+    model = _model("llama").eval().to("tpu")
+    model.load_state_dict(cpu.state_dict())
+    model.forward = torch.compile(model.forward, backend="tpu")
+    options = {"do_sample": False, "cache_implementation": "static", "max_new_tokens": 3}
+    before = torchtpu.metrics()["compiled_bucketed_calls"]
+    with _in_mode("strict"):
+        for n in (3, 4, 6, 9, 13):
+            ids = torch.randint(2, VOCAB, (1, n), generator=torch.Generator().manual_seed(n))
+            mask = torch.ones_like(ids)
+            expected = cpu.generate(ids, attention_mask=mask, **options)
+            got = model.generate(ids.to("tpu"), attention_mask=mask.to("tpu"), **options)
+            assert torch.equal(got.cpu(), expected), n
+    # the first prompt compiles exactly; every later one runs its prefill bucketed
+    assert torchtpu.metrics()["compiled_bucketed_calls"] - before == 4
+    torch._dynamo.reset()
+
+
 def test_sliding_window_generate_compiled_replays_on_the_device(fallback_error):
     """A sliding-window model's compiled forward takes a 0-d CPU tensor (the window); it becomes
     a device argument, so the repeated call replays every graph instead of running it eagerly."""
