@@ -310,10 +310,15 @@ class _Rewriter:
         return self.emit(n, n.target, args, kwargs)
 
     def sized(self, n, values, env):
-        """An op taking a size as a value, given the true size as a 0-d tensor."""
+        """An op taking a size as a value, given the true size as a 0-d tensor of the type a
+        Python int takes beside the op's tensor (its own, or int64 beside a bool), so that a 0-d
+        tensor operand keeps the result's type as the number did."""
         args = [torch.fx.node.map_arg(a, env.__getitem__) for a in n.args]
+        tensor = next((_val(a) for a in n.args if _is_tensor(a)), None)
+        dtype = torch.int64 if tensor is None or tensor.dtype == torch.bool else tensor.dtype
         for k, e in values:
-            args[k] = self.true(e)
+            args[k] = self.true(e) if dtype == torch.int64 else self.graph.call_function(
+                _aten._to_copy.default, (self.true(e),), {"dtype": dtype})
         return self.emit(n, n.target.overloadpacket.Tensor, args,
                          torch.fx.node.map_arg(n.kwargs, env.__getitem__))
 

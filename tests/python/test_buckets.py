@@ -522,3 +522,19 @@ def test_an_integer_that_is_no_tensor_size():
             x = rows(n)[0]
             torch.testing.assert_close(f(x.to("tpu"), k).cpu(), fn(x, k), atol=1e-4, rtol=1e-5)
         assert stats()[0] - calls >= 3, fn.__name__
+
+
+def test_a_size_given_as_a_number_keeps_the_result_type():
+    """A size added to a 0-d int32 tensor, or compared with a half tensor, gives the type a
+    Python int would (int32, bool), not that of the int64 true size."""
+    def to_zero_d(x, c):
+        return x.sum(0) * (c + x.shape[0]), c + x.shape[0]
+
+    def compared(x):
+        return (x.half() < x.shape[0]).sum(0), x.to(torch.int32) + x.shape[0]
+
+    torch._dynamo.reset()
+    check(to_zero_d, lambda n: (rows(n)[0] * 4, torch.tensor(3, dtype=torch.int32)),
+          lengths=[3, 5, 6, 9])
+    torch._dynamo.reset()
+    check(compared, lambda n: (rows(n)[0] * 4,), lengths=[3, 5, 6, 9])
