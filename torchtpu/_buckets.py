@@ -284,7 +284,10 @@ class _Rewriter:
                     negative = g.call_function(_aten.lt.Scalar, (value, 0))
                     value = g.call_function(_aten.where.self, (negative, g.call_function(
                         _aten.add.Tensor, (value, self.true(size))), value))
-                past = g.call_function(_aten.ge.Tensor, (value, self.true(size)))
+                # out of range (negative still, or at or past the true size): the bucket's size
+                past = g.call_function(_aten.logical_or.default, (
+                    g.call_function(_aten.ge.Tensor, (value, self.true(size))),
+                    g.call_function(_aten.lt.Scalar, (value, 0))))
                 value = g.call_function(_aten.where.ScalarSelf, (past, self.bucket(size), value))
             elif fill == "first":  # each padding element: the first valid one along the dims
                 for d in sorted(dims):
@@ -310,12 +313,14 @@ class _Rewriter:
         return self.emit(n, n.target, args, kwargs)
 
     def sized(self, n, values, env):
-        """An op taking a size as a value, given the true size as a 0-d tensor of the type a
-        Python int takes beside the op's tensor (its own, or int64 beside a bool), so that a 0-d
-        tensor operand keeps the result's type as the number did."""
+        """An op taking a size as a value, given the true size as a 0-d tensor: of the op's
+        tensor's type when that is an integer type, as a Python int takes it, so that a 0-d
+        tensor operand keeps the result's type; else int64 (beside a floating tensor it changes
+        no type, and the op computes with the exact size, as PyTorch does)."""
         args = [torch.fx.node.map_arg(a, env.__getitem__) for a in n.args]
         tensor = next((_val(a) for a in n.args if _is_tensor(a)), None)
-        dtype = torch.int64 if tensor is None or tensor.dtype == torch.bool else tensor.dtype
+        dtype = torch.int64 if tensor is None or tensor.dtype == torch.bool or (
+            tensor.dtype.is_floating_point or tensor.dtype.is_complex) else tensor.dtype
         for k, e in values:
             args[k] = self.true(e) if dtype == torch.int64 else self.graph.call_function(
                 _aten._to_copy.default, (self.true(e),), {"dtype": dtype})
@@ -556,6 +561,9 @@ class Plan:
             self.masks.append((n, 1, _dynamic_dims(n.args[1]), 1))
         elif packet is _aten.index_put:
             indexed = {d for d, t in enumerate(n.args[1]) if t is not None}
+            masks = [t for t in n.args[1] if t is not None and _val(t).dtype == torch.bool]
+            if any(_dynamic_dims(t) for t in masks) or (masks and _dynamic_dims(x, indexed)):
+                raise _NotBucketed("index_put by a boolean mask over a dynamic dimension")
             for d in _dynamic_dims(x, indexed):
                 # indices into a dynamic dimension: a negative one counts from the true size,
                 # and one at or past it, which PyTorch refuses, becomes the bucket's size

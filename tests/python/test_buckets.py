@@ -381,12 +381,20 @@ def test_writes_into_a_varying_dimension():
     check(put, lambda n: (rows(n), torch.tensor([0, -1, -n])), lengths=[3, 5, 9, 17])
     f = torch.compile(put, backend="tpu")
     for n in (5, 6):  # in the bucket 8, as the check above left it
-        with pytest.raises(IndexError):
-            put(rows(n), torch.tensor([n]))
-        with pytest.raises((IndexError, RuntimeError), match="out of"):
-            f(rows(n).to("tpu"), torch.tensor([n]).to("tpu")).cpu()
+        for bad in (n, -n - 1, -n - 8):  # past the true size, and before it from the end
+            with pytest.raises(IndexError):
+                put(rows(n), torch.tensor([bad]))
+            with pytest.raises((IndexError, RuntimeError), match="out of"):
+                f(rows(n).to("tpu"), torch.tensor([bad]).to("tpu")).cpu()
     torch._dynamo.reset()
     check(scatter_across, lambda n: (rows(n),), lengths=[3, 5, 9], bucketed=False)
+
+    def by_mask(x):  # a boolean mask's index_put keeps a graph per size
+        y = x.clone()
+        y[y > 0] = 0.0
+        return y
+    torch._dynamo.reset()
+    check(by_mask, lambda n: (rows(n)[0, :, 0],), lengths=[3, 5, 9, 10], bucketed=False)
 
 
 def test_the_last_elements_of_a_varying_dimension():
@@ -538,3 +546,9 @@ def test_a_size_given_as_a_number_keeps_the_result_type():
           lengths=[3, 5, 6, 9])
     torch._dynamo.reset()
     check(compared, lambda n: (rows(n)[0] * 4,), lengths=[3, 5, 6, 9])
+
+    def scaled(x):  # the exact size, as PyTorch computes it, not the size rounded to bfloat16
+        return x * x.shape[0], x / x.shape[0]
+    torch._dynamo.reset()
+    check(scaled, lambda n: (torch.full((n,), 3.0, dtype=torch.bfloat16),),
+          lengths=[200, 257, 300, 385], atol=0)
