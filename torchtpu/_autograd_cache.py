@@ -151,10 +151,9 @@ class GraphOutputCode(OutputCode):
     checksum: str = ""
     made_by: str = ""  # identity() of the process that compiled it
     scalars_move: bool = True
-    # A bucketed graph's: _outputs_seen(), and mark_dynamic's maxima by symbol name; its graph
-    # keeps each node's value (sizes symbolic), which the buckets' plan reads.
+    # A bucketed graph's _outputs_seen(); its graph keeps each node's value (sizes symbolic, and
+    # their shape environment with mark_dynamic's maxima), which the buckets' plan reads.
     seen: tuple | None = None
-    marked: dict | None = None
     runner: Callable[[list], list] | None = None
 
     def __post_init__(self) -> None:
@@ -168,8 +167,6 @@ class GraphOutputCode(OutputCode):
         tensor inputs into constants.) `seen`: a bucketed graph's _outputs_seen()."""
         from torch.fx._graph_pickler import GraphPickler, Options
 
-        from . import _buckets
-
         keep = (lambda key: key == "val") if seen is not None else (lambda key: False)
         try:
             graph = GraphPickler.dumps(gm, Options(ops_filter=None, node_metadata_key_filter=keep))
@@ -177,8 +174,7 @@ class GraphOutputCode(OutputCode):
             return cls(kind=kind, runner=runner)
         return cls(kind=kind, graph=graph, checksum=hashlib.sha256(graph).hexdigest(),
                    made_by=identity(), scalars_move=scalars_move, runner=runner,
-                   seen=None if seen is None else tuple(seen),
-                   marked=None if seen is None else _buckets.marked_maxima(gm))
+                   seen=None if seen is None else tuple(seen))
 
     def __call__(self, inputs: list) -> list:
         return self.runner(inputs)
@@ -206,13 +202,10 @@ class GraphOutputCode(OutputCode):
 
         if self.seen is None:
             gm = GraphPickler.loads(self.graph, FakeTensorMode())
-        else:  # symbolic sizes, in a shape environment of their own
+        else:  # symbolic sizes, in the shape environment the pickle carries
             from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-            from . import _buckets
-
             gm = GraphPickler.loads(self.graph, FakeTensorMode(shape_env=ShapeEnv()))
-            _buckets.mark_maxima(gm, self.marked or {})
         gm.recompile()
         self.runner = _compile.graph_from_cache(gm, self.kind, self.scalars_move, self.seen)
 

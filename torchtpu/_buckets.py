@@ -894,40 +894,6 @@ def _bound(value) -> tuple[int | None, bool]:
     return upper, _marked_maxima(env).get(expr) == upper
 
 
-def _symbols(gm: torch.fx.GraphModule) -> dict:
-    """The symbols of the graph's input sizes, by name, and their shape environment."""
-    found, env = {}, None
-    for p in gm.graph.nodes:
-        if p.op != "placeholder":
-            continue
-        val = _val(p)
-        sizes = list(val.shape) if isinstance(val, torch.Tensor) else [val]
-        for size in sizes:
-            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
-                found[str(size.node.expr)] = size.node.expr
-                env = size.node.shape_env
-    return {"symbols": found, "env": env}
-
-
-def marked_maxima(gm: torch.fx.GraphModule) -> dict[str, int]:
-    """mark_dynamic's maxima of the graph's symbols, by name (saved with a bucketed graph)."""
-    symbols = _symbols(gm)
-    if symbols["env"] is None:
-        return {}
-    marked = _marked_maxima(symbols["env"])
-    return {name: marked[s] for name, s in symbols["symbols"].items() if s in marked}
-
-
-def mark_maxima(gm: torch.fx.GraphModule, maxima: dict[str, int]) -> None:
-    """Gives a loaded graph's symbols the maxima marked_maxima() saved."""
-    symbols = _symbols(gm)
-    if symbols["env"] is not None:
-        marked = symbols["env"].__dict__.setdefault("_torchtpu_marked_maxima", {})
-        for name, most in maxima.items():
-            if name in symbols["symbols"]:
-                marked[symbols["symbols"][name]] = most
-
-
 def _finite(upper) -> int | None:
     from torch.utils._sympy.numbers import int_oo
 
@@ -939,7 +905,8 @@ def _finite(upper) -> int | None:
 def _marked_maxima(env) -> dict:
     """mark_dynamic's `max` of each symbol it bounded, read from Dynamo's tracing context (the
     constraints on its inputs' sizes, by source); kept on the shape environment for graphs
-    compiled outside that context (a backward compiled at its first call)."""
+    compiled outside that context (a backward compiled at its first call), and saved with it
+    when AOTAutograd's cache pickles a bucketed graph's values (_autograd_cache)."""
     from torch._dynamo.source import TensorProperty, TensorPropertySource
     from torch._guards import TracingContext
     from torch.fx.experimental.symbolic_shapes import StrictMinMaxConstraint
