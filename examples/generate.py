@@ -9,10 +9,10 @@ the CPU:
     python examples/generate.py --mode compile --tokens 8,8,8,16
     python examples/generate.py --cache dynamic          # transformers' default cache
 
-From the third call on, a call repeating an earlier one compiles nothing (the first calls' programs
-also hold the setup's ops). A new number of tokens still compiles programs, two to four per token
-past the longest so far on the CPU plugin: generate() lengthens the attention mask by one at each
-token, and the programs that read it are compiled per length.
+From the third call on, a call compiles nothing, whatever its number of tokens (the first calls'
+programs also hold the setup's ops): generate() lengthens the ids, positions and attention mask
+by one at each token, and the small integer ops on them run on the host once their line has
+compiled two lengths (TORCHTPU_HOST_OPS=0 compiles them per length instead).
 """
 
 from __future__ import annotations

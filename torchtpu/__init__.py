@@ -39,6 +39,7 @@ _C._configure(_choice.path, _choice.platform, _choice.options, _choice.unavailab
               _config.flag("TORCHTPU_KEEP_HOST_MEMORY", True))
 _C._set_cpu_fallback_policy(_config.choice("TORCHTPU_CPU_FALLBACK", ("warn", "error"), "warn"))
 _C._set_index_checks(_config.flag("TORCHTPU_INDEX_CHECKS", True))
+_C._set_host_ops(_config.flag("TORCHTPU_HOST_OPS", True))
 
 from .compiles import compile_log, explain_compiles
 from .eager import eager_mode, get_eager_mode, set_eager_mode

@@ -446,6 +446,18 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
+  // Small integer work whose shapes keep changing at its line runs on the host (host_ops.cc).
+  if (small_integer_work(all)) {
+    std::vector<size_t> output_bytes;
+    for (const ReturnSpec& ret : *meta) {
+      for (const OutputSpec& o : ret.outputs) {
+        if (!o.defined) continue;
+        output_bytes.push_back(c10::multiply_integers(o.sizes) * c10::elementSize(o.dtype));
+      }
+    }
+    if (run_on_host_when_shapes_vary(op, args, all, key, output_bytes, stack)) return;
+  }
+
   // The real outputs: the mutated arguments (resized as the meta function resized its own), or
   // new tensors with the meta function's geometry.
   std::vector<at::Tensor> outputs;

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "hlo/fingerprint.h"
+
 namespace c10 {
 class OperatorHandle;
 }
@@ -173,6 +175,32 @@ std::vector<std::string> lowered_operators();
 
 // Ops without a lowering run on the CPU (fallback.cc).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Whether host ops are on and a call on `tensors` reads and writes only small integer or boolean
+// tensors outside a capture: what may run on the host (host_ops.cc).
+bool small_integer_work(const std::vector<const at::Tensor*>& tensors);
+// Runs the call on PyTorch's CPU kernel, pushing its results, when it is small integer work whose
+// shapes keep changing at its call site (host_ops.cc); returns whether it did. `tensors` are the
+// call's tensors, `key` the meta function's key of the call, `output_bytes` each output's size.
+bool run_on_host_when_shapes_vary(const c10::OperatorHandle& op,
+                                  const std::vector<c10::IValue>& args,
+                                  const std::vector<const at::Tensor*>& tensors,
+                                  const hlo::Fingerprint& key,
+                                  const std::vector<size_t>& output_bytes,
+                                  torch::jit::Stack* stack);
+// Whether a call of `op` on `tensors` (`key`: what a program for it would be compiled for, less
+// offsets and storage sizes) is small integer work to run on the host, its shapes changing at its
+// call site; counts it in host_ops() when it is.
+bool runs_on_host(const std::string& op, const std::vector<const at::Tensor*>& tensors,
+                  hlo::Fingerprint key);
+uint64_t host_ops();  // calls run on the host that way so far
+void set_host_ops(bool on);  // TORCHTPU_HOST_OPS
+// While one lives, this thread's reads to the host are an op's run on the host: they wait for
+// the work writing the storages they read, not for all the device's deferred work.
+struct HostOpReads {
+  HostOpReads();
+  ~HostOpReads();
+};
+bool reading_for_host_op();
 void set_cpu_fallback_policy(const std::string& policy);  // "warn" or "error"
 std::vector<std::pair<std::string, int64_t>> cpu_fallback_counts();
 

@@ -1,6 +1,7 @@
 // Moving data: host<->device and device<->device copies, fills, and reading a scalar.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include "aten/TpuHostAllocator.h"
 #include "aten/ops.h"
@@ -45,6 +46,35 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   return buffer;
 }
 
+// A part of a small storage (an element of a vector, the last column of a sequence that grows)
+// read to the host: the whole storage is downloaded and viewed there, so reading it compiles no
+// program of its own, one per offset. Undefined when the storage is too large for that, or is
+// the tensor's whole (dense_buffer serves that). For an op run on the host (host_ops.cc), a whole
+// storage too, and only the work that writes this storage runs first.
+constexpr size_t kWholeStorageReadBytes = 256 << 10;
+
+at::Tensor read_through_storage(const at::Tensor& t) {
+  engine::TensorView v = view_of(t);
+  bool for_host_op = reading_for_host_op();
+  if (!for_host_op || v.storage->pending() != nullptr) engine::flush(t.device().index());
+  if ((v.covers_storage() && !for_host_op) || !v.storage->buffer() ||
+      v.storage->type() != v.type || v.storage->nbytes() > kWholeStorageReadBytes ||
+      t.is_conj() || t.is_neg()) {
+    return {};
+  }
+  at::Tensor whole;
+  if (for_host_op && v.storage->host_copy() && v.storage->pending() == nullptr) {
+    std::shared_ptr<const void> bytes = v.storage->host_copy();
+    whole = at::from_blob(const_cast<void*>(bytes.get()), {v.storage->numel(v.type)},
+                          [bytes](void*) {}, t.options().device(at::kCPU));
+  } else {
+    whole = at::empty({v.storage->numel(v.type)}, t.options().device(at::kCPU));
+    engine::trace::to_host(*v.storage->buffer(), whole.data_ptr(), whole.nbytes(),
+                           t.device().index());
+  }
+  return whole.as_strided(v.sizes, v.strides, v.offset);
+}
+
 // non_blocking into pinned memory (as CUDA): the copy is started, and `dst` holds the values
 // once synchronize() or an event recorded after it is done. Otherwise it waits.
 void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -61,7 +91,10 @@ void copy_to_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking
     return;
   }
   at::Tensor host = direct ? dst : at::empty(src.sizes(), dst.options().dtype(src.scalar_type()));
-  if (src.numel() > 0) {
+  at::Tensor viewed = src.numel() > 0 ? read_through_storage(src) : at::Tensor();
+  if (viewed.defined()) {
+    host.copy_(viewed);
+  } else if (src.numel() > 0) {
     engine::trace::to_host(*dense_buffer(src), host.data_ptr(), host.nbytes(),
                            src.device().index());
   }
@@ -90,6 +123,8 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   if (v.covers_storage() && !dst.is_conj() && !dst.is_neg() && v.storage->pending() == nullptr &&
       !engine::capturing()) {
     v.storage->set_buffer(upload({v.numel()}), v.type);
+    // An op run on the host keeps its results there too, for the next one (host_ops.cc).
+    if (reading_for_host_op()) v.storage->set_host_copy({host.data_ptr(), [host](void*) {}});
     return;
   }
   auto uploaded = upload(dims);
@@ -97,6 +132,24 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   engine::Program& p = recording.program();
   p.write(v, resolved(p, p.argument(std::move(uploaded), hlo::Shape{v.type, dims}), dst));
   recording.finish();
+}
+
+// A copy of small integer views whose shapes keep changing at the call site goes through the
+// host (host_ops.cc), compiling nothing.
+bool copied_through_host(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.device() != dst.device() || src.is_conj() || src.is_neg()) return false;
+  hlo::Fingerprint key;
+  for (const at::Tensor* t : {&src, &dst}) {
+    key.add(static_cast<int64_t>(t->scalar_type()));
+    key.add_ints(t->sizes().data(), t->sizes().size());
+    key.add_ints(t->strides().data(), t->strides().size());
+  }
+  if (!runs_on_host("copy_", {&src, &dst}, std::move(key))) return false;
+  HostOpReads reads;
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+  copy_to_cpu(src, host, false);
+  copy_from_cpu(host, dst, false);
+  return true;
 }
 
 void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -112,6 +165,7 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
     to.storage->set_buffer(from.storage->buffer(), from.type);
     return;
   }
+  if (copied_through_host(src, dst)) return;
   std::shared_ptr<pjrt::Buffer> moved;
   if (src.device() != dst.device()) {
     moved = dense_buffer(src)->copy_to(engine::Runtime::get().device(dst.device().index()));

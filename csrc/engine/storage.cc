@@ -61,6 +61,7 @@ StorageHandle::~StorageHandle() {
 void StorageHandle::set_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type) {
   int64_t before = buffer_bytes(buffer_, numel(type_), type_);
   buffer_ = std::move(buffer);
+  host_copy_.reset();
   type_ = type;
   account(device_, buffer_bytes(buffer_, numel(type_), type_) - before);
 }

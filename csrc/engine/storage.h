@@ -29,6 +29,11 @@ class StorageHandle {
   const std::shared_ptr<pjrt::Buffer>& buffer() const { return buffer_; }
   hlo::ElementType type() const { return type_; }
   void set_buffer(std::shared_ptr<pjrt::Buffer> buffer, hlo::ElementType type);
+  // The buffer's contents on the host, when an op run on the host made them (csrc/aten/
+  // host_ops.cc): the next such op reads them without a download. Null otherwise; a new buffer
+  // drops it.
+  const std::shared_ptr<const void>& host_copy() const { return host_copy_; }
+  void set_host_copy(std::shared_ptr<const void> bytes) { host_copy_ = std::move(bytes); }
   // Elements of `type` the storage holds.
   int64_t numel(hlo::ElementType type) const {
     return static_cast<int64_t>(nbytes_ / hlo::byte_width(type));
@@ -52,6 +57,7 @@ class StorageHandle {
   size_t nbytes_;
   void* address_;
   std::shared_ptr<pjrt::Buffer> buffer_;
+  std::shared_ptr<const void> host_copy_;
   hlo::ElementType type_ = hlo::ElementType::kU8;
   std::atomic<Program*> pending_{nullptr};
   uint64_t serial_;

@@ -127,6 +127,7 @@ py::dict metrics() {
   py::dict m;
   m["donated_buffers"] = engine::donated_buffers();
   m["host_fills"] = engine::host_fills();
+  m["host_ops"] = aten::host_ops();
   if (engine::Runtime::started()) {
     engine::CacheStats cache = engine::Runtime::get().executables().stats();
     m["executables_compiled"] = cache.compiled;
@@ -362,6 +363,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_cpu_fallback_policy", &aten::set_cpu_fallback_policy);
   m.def("_set_index_checks", &aten::set_index_checks);
+  m.def("_set_host_ops", &aten::set_host_ops);
   m.def("_register_inlined_module", &lowering::register_inlined_module);
   python::bind_kernel_calls(m);
   m.def("_call_module", [](const std::string& entry, const std::vector<at::Tensor>& inputs,

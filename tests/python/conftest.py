@@ -11,6 +11,12 @@ import pytest
 # tests/run.py gave the whole run one.
 os.environ.setdefault("TORCHTPU_CACHE_DIR", tempfile.mkdtemp(prefix="torchtpu-test-cache-"))
 
+# Small integer ops whose shapes keep changing at a line run on the host (csrc/aten/host_ops.cc):
+# a test looping over sizes would then compare PyTorch's CPU kernels with themselves. The suite
+# tests the device's programs, with them off (and in the processes it starts); the `host_ops`
+# fixture turns them on.
+os.environ.setdefault("TORCHTPU_HOST_OPS", "0")
+
 import torch  # noqa: E402
 
 import torchtpu  # noqa: E402, F401  (registers "tpu")
@@ -54,6 +60,14 @@ def fallback_error():
     torchtpu._C._set_cpu_fallback_policy("error")
     yield
     torchtpu._C._set_cpu_fallback_policy("warn")
+
+
+@pytest.fixture
+def host_ops():
+    """Small integer work whose shapes keep changing runs on the host, as it does by default."""
+    torchtpu._C._set_host_ops(True)
+    yield
+    torchtpu._C._set_host_ops(os.environ["TORCHTPU_HOST_OPS"] != "0")
 
 
 @pytest.fixture(params=["strict", "debug", "defer_and_fuse"])

@@ -213,9 +213,9 @@ def _greedy_generate(name, mode, ids, **options):
         model.forward = torch.compile(model.forward, backend="tpu", dynamic=False)
     options["attention_mask"] = options["attention_mask"].to("tpu")
 
-    def on_tpu():
+    def on_tpu(**more):
         with _in_mode(mode):
-            return model.generate(ids.to("tpu"), **options)
+            return model.generate(ids.to("tpu"), **{**options, **more})
 
     return expected, on_tpu
 
@@ -240,6 +240,22 @@ def test_static_cache_generate_matches_cpu_and_repeats_without_compiling(mode, f
     for _ in range(3):
         before = torchtpu.metrics()["executable_cache_misses"]
         assert torch.equal(on_tpu().cpu(), expected)
+    assert torchtpu.metrics()["executable_cache_misses"] == before
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse", "compile"])
+def test_static_cache_generate_of_new_lengths_compiles_nothing(mode, fallback_error, host_ops):
+    """Past the first calls, generate() of more new tokens than ever before compiles no program:
+    the ops on the sequence, positions and mask that grow by one each token run on the host once
+    their line has seen two lengths (csrc/aten/host_ops.cc), and the model's own ops, over the
+    static cache, keep their shapes."""
+    ids = torch.randint(2, VOCAB, (1, 5), generator=torch.Generator().manual_seed(3))
+    expected, on_tpu = _greedy_generate("llama", mode, ids, max_new_tokens=20,
+                                        cache_implementation="static")
+    for n in (3, 3, 8, 20):
+        before = torchtpu.metrics()["executable_cache_misses"]
+        got = on_tpu(max_new_tokens=n)
+        assert torch.equal(got.cpu(), expected[:, :5 + n]), n
     assert torchtpu.metrics()["executable_cache_misses"] == before
 
 

@@ -1,0 +1,177 @@
+"""Small integer ops whose shapes keep changing at a call site run on the host (csrc/aten/
+host_ops.cc), and reads of small views download their storage (csrc/aten/ops_copy.cc): a loop
+lengthening a sequence by one compiles a bounded number of programs, with PyTorch's values."""
+
+import pytest
+import torch
+
+import torchtpu
+from conftest import run_python
+
+pytestmark = pytest.mark.usefixtures("host_ops")
+
+
+def _misses():
+    return torchtpu.metrics()["executable_cache_misses"]
+
+
+def _host_ops():
+    return torchtpu.metrics()["host_ops"]
+
+
+def test_growing_sequence_compiles_a_bounded_number_of_programs(each_eager_mode):
+    """What generate() does at each token: append the next id, derive positions and a mask from
+    the sequence's last element and its length. 40 lengths compile what the first two did."""
+    def loop(device, steps):
+        ids = torch.arange(3, device=device).view(1, 3) + 5
+        out = []
+        for _ in range(steps):
+            last = ids[:, -1:]
+            positions = torch.arange(ids.shape[1], device=device) + last
+            mask = positions <= last * 2
+            ids = torch.cat([ids, (last * 7) % 11], dim=-1)
+            out.append(mask.sum())
+        return ids, torch.stack(out)
+
+    expected = loop("cpu", 40)
+    before, host = _misses(), _host_ops()
+    got = loop("tpu", 40)
+    ids = got[0].cpu()  # before counting: DeferAndFuse compiles what it deferred at the sync
+    compiled = _misses() - before
+    assert torch.equal(ids, expected[0]) and torch.equal(got[1].cpu(), expected[1])
+    assert compiled <= 20, compiled  # the first two lengths' programs, per op or fused
+    assert _host_ops() - host >= 38 * 4
+    # Again, over the same lengths: each runs where it ran before, compiling nothing.
+    before = _misses()
+    again = loop("tpu", 40)
+    assert torch.equal(again[0].cpu(), expected[0])
+    assert _misses() == before
+
+
+def test_a_few_shapes_at_one_line_stay_on_the_device(each_eager_mode):
+    """Two shapes taking turns at one line compile twice and run there after, asynchronously:
+    only a third shape at that line (a line whose shapes keep changing) goes to the host. (Sizes
+    no other test here uses: a shape the host ran anywhere stays there.)"""
+    xs = [torch.arange(n, device="tpu") for n in (77, 78)]
+    for x in xs:  # compiles
+        (x * 3).cpu()
+    host = _host_ops()
+    for _ in range(5):
+        for x in xs:
+            assert torch.equal((x * 3).cpu(), torch.arange(x.numel()) * 3)
+    assert _host_ops() == host
+    third = torch.arange(79, device="tpu")
+    for _ in range(2):
+        assert torch.equal((third * 3).cpu(), torch.arange(79) * 3)
+    assert _host_ops() == host  # another line, its first shape
+
+
+def test_a_shape_another_line_ran_on_the_host_stays_on_the_device_here(each_eager_mode):
+    """The host's shapes are remembered per line: a loop over one fixed shape at another line
+    (an evaluation over varying lengths, then training at one of them) stays on the device."""
+    for n in range(130, 140):  # from the third length on, the host
+        assert torch.equal((torch.arange(n, device="tpu") + 1).cpu(), torch.arange(n) + 1)
+    host = _host_ops()
+    x = torch.arange(135, device="tpu")
+    for _ in range(4):
+        assert torch.equal((x + 1).cpu(), torch.arange(135) + 1)
+    assert _host_ops() == host
+
+
+def test_reading_elements_of_a_vector_compiles_nothing(each_eager_mode):
+    """x[i].item() for every i: the storage is downloaded and viewed on the host, no program
+    per offset."""
+    x = torch.arange(50, dtype=torch.float32, device="tpu") * 0.5
+    columns = torch.arange(12, device="tpu").view(3, 4)
+    x.cpu()
+    before = _misses()
+    values = [x[i].item() for i in range(50)]
+    got = [columns[:, j].tolist() for j in range(4)]
+    assert _misses() == before
+    assert values == [i * 0.5 for i in range(50)]
+    assert got == torch.arange(12).view(3, 4).t().tolist()
+
+
+def test_floating_and_large_work_stays_on_the_device(each_eager_mode):
+    """Only integer and boolean tensors of at most 256 KiB go to the host: floating point work
+    (its rounding is the device's) and large integer tensors compile per shape, as before."""
+    host = _host_ops()
+    for n in range(3, 9):
+        x = torch.full((n,), 1.5, device="tpu")
+        assert torch.equal((x * 2).cpu(), torch.full((n,), 3.0))
+    for n in (40_000, 40_001, 40_002):  # 320 KiB of int64
+        x = torch.ones(n, dtype=torch.int64, device="tpu")
+        assert int((x + 1).sum()) == 2 * n
+    assert _host_ops() == host
+
+
+def test_random_integer_ops_stay_on_the_device():
+    """randint draws from the device's generator, whatever its shapes."""
+    host = _host_ops()
+    for n in range(3, 9):
+        torch.manual_seed(1)
+        a = torch.randint(0, 100, (n,), device="tpu")
+        torch.manual_seed(1)
+        b = torch.randint(0, 100, (n,), device="tpu")
+        assert torch.equal(a.cpu(), b.cpu())
+    assert _host_ops() == host
+
+
+def test_host_ops_keep_pytorch_semantics(each_eager_mode):
+    """In place, out=, several outputs, views of other tensors' storages, and the CPU's errors."""
+    host = _host_ops()
+    for n in range(3, 8):
+        base = torch.arange(2 * n, device="tpu").view(2, n)
+        ref = torch.arange(2 * n).view(2, n)
+        view = base[:, 1:]
+        view.add_(3)
+        ref[:, 1:].add_(3)
+        assert torch.equal(base.cpu(), ref)
+        out = torch.empty(0, dtype=torch.int64, device="tpu")
+        torch.cumsum(base[1], 0, out=out)
+        assert torch.equal(out.cpu(), torch.cumsum(ref[1], 0))
+        values, indices = torch.sort(base[0], descending=True)
+        expected = torch.sort(ref[0], descending=True)
+        assert torch.equal(values.cpu(), expected.values)
+        assert torch.equal(indices.cpu(), expected.indices)
+        copy = base[:, -2:].clone()
+        assert torch.equal(copy.cpu(), ref[:, -2:]) and copy.is_contiguous()
+    assert _host_ops() - host >= 3 * 5  # from the third size on
+    for n in range(3, 7):
+        x = torch.arange(n, device="tpu")
+        with pytest.raises(IndexError):
+            x[torch.tensor([n + 2], device="tpu")].cpu()
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            (x // torch.zeros(n, dtype=torch.int64, device="tpu")).cpu()
+
+
+def test_no_host_ops_in_a_captured_graph():
+    torch._dynamo.reset()
+
+    @torch.compile(backend="tpu", dynamic=False)
+    def step(ids):
+        return torch.cat([ids, ids[:, -1:] + 1], dim=-1)
+
+    host = _host_ops()
+    ids = torch.zeros(1, 2, dtype=torch.int64, device="tpu")
+    for _ in range(5):
+        ids = step(ids)
+    assert ids.cpu().tolist() == [[0, 0, 1, 2, 3, 4, 5]]
+    assert _host_ops() == host
+    torch._dynamo.reset()
+
+
+def test_host_ops_off_compiles_per_shape():
+    r = run_python("""
+        import torch, torchtpu
+        ids = torch.zeros(1, 2, dtype=torch.int64, device="tpu")
+        before = torchtpu.metrics()["executable_cache_misses"]
+        for _ in range(10):
+            ids = torch.cat([ids, ids[:, -1:] + 1], dim=-1)
+        print(ids.cpu().tolist(), torchtpu.metrics()["executable_cache_misses"] - before,
+              torchtpu.metrics()["host_ops"])
+    """, TORCHTPU_HOST_OPS="0", TORCHTPU_EAGER_MODE="strict")
+    assert r.returncode == 0, r.stderr
+    ids, compiled, host = r.stdout.rsplit(" ", 2)
+    assert ids == str([[0, 0] + list(range(1, 11))])
+    assert int(compiled) >= 20 and int(host) == 0
