@@ -10,6 +10,12 @@
 // on the host keeps running there at that line (another line with a few fixed shapes, which ran
 // that one too, stays on the device, asynchronous). Random ops, and everything in a torch.compile
 // capture, stay on the device.
+//
+// A small integer result made from scalars alone (an arange, a fill of a new tensor; at most
+// 4 KiB), or from tensors whose values an op made on the host, is made on the host always: an
+// upload costs what a launch does, needs no program per size, and keeps the values on the host
+// for the host ops that read them, which then do not wait for the device's work before them (a
+// decoding step's positions and mask, beside its forward).
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 
@@ -26,6 +32,7 @@ namespace torchtpu::aten {
 namespace {
 
 constexpr size_t kHostBytes = 256 << 10;  // per tensor read or written, storage included
+constexpr size_t kMadeOnHostBytes = 4096;  // a factory's output made on the host always
 constexpr int kShapesCompiledPerSite = 2;
 constexpr size_t kMaxRemembered = 1 << 14;
 
@@ -114,22 +121,56 @@ bool runs_on_host(const std::string& op, const std::vector<const at::Tensor*>& t
   return host;
 }
 
+namespace {
+
+// Whether every tensor of the call holds values an op made on the host, still current: running
+// it there waits for nothing.
+bool values_on_host(const std::vector<const at::Tensor*>& tensors) {
+  for (const at::Tensor* t : tensors) {
+    if (t->defined() && !t->is_cpu() && !held_on_host(*t)) return false;
+  }
+  return true;
+}
+
+void run_on_cpu(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                torch::jit::Stack* stack) {
+  for (const c10::IValue& a : args) stack->push_back(a);
+  HostOpReads reads;  // the inputs' values, and the results kept on the host
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
 bool run_on_host_when_shapes_vary(const c10::OperatorHandle& op,
                                   const std::vector<c10::IValue>& args,
                                   const std::vector<const at::Tensor*>& tensors,
-                                  const hlo::Fingerprint& key,
-                                  const std::vector<size_t>& output_bytes,
-                                  torch::jit::Stack* stack) {
-  for (size_t bytes : output_bytes) {
-    if (bytes > kHostBytes) return false;
-  }
-  if (op.hasTag(at::Tag::nondeterministic_seeded) ||
-      !runs_on_host(op.schema().name(), tensors, key)) {
+                                  const hlo::Fingerprint& key, torch::jit::Stack* stack) {
+  if (op.hasTag(at::Tag::nondeterministic_seeded) || !small_integer_work(tensors)) return false;
+  if (values_on_host(tensors)) {
+    ++host_op_count;
+  } else if (!runs_on_host(op.schema().name(), tensors, key)) {
     return false;
   }
-  for (const c10::IValue& a : args) stack->push_back(a);
-  HostOpReads reads;
-  at::native::cpu_fallback(op, stack);
+  run_on_cpu(op, args, stack);
+  return true;
+}
+
+bool make_on_host(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                  const std::vector<std::pair<at::ScalarType, size_t>>& outputs,
+                  torch::jit::Stack* stack) {
+  if (op.hasTag(at::Tag::nondeterministic_seeded) || !made_on_host(outputs)) return false;
+  run_on_cpu(op, args, stack);
+  return true;
+}
+
+bool made_on_host(const std::vector<std::pair<at::ScalarType, size_t>>& outputs) {
+  if (!enabled.load(std::memory_order_relaxed) || engine::capturing()) return false;
+  for (const auto& [dtype, bytes] : outputs) {
+    if (!at::isIntegralType(dtype, /*includeBool=*/true) || bytes > kMadeOnHostBytes) {
+      return false;
+    }
+  }
+  ++host_op_count;
   return true;
 }
 

@@ -432,6 +432,12 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     add_key(key, args[i], is_scalar_type(arguments[i]),
             factory || is_static_scalar(arguments[i]));
   }
+  // Small integer work whose shapes keep changing at its line runs on the host, before the meta
+  // function of a new shape (host_ops.cc).
+  if (!factory && small_integer_work(all) &&
+      run_on_host_when_shapes_vary(op, args, all, key, stack)) {
+    return;
+  }
   MetaCache::Entry meta = meta_cache().find(key);
   if (meta == nullptr) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
@@ -446,16 +452,16 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  // Small integer work whose shapes keep changing at its line runs on the host (host_ops.cc).
-  if (small_integer_work(all)) {
-    std::vector<size_t> output_bytes;
+  // A small integer factory's results are made on the host (host_ops.cc).
+  if (factory && small_integer_work(all)) {
+    std::vector<std::pair<at::ScalarType, size_t>> made;
     for (const ReturnSpec& ret : *meta) {
       for (const OutputSpec& o : ret.outputs) {
         if (!o.defined) continue;
-        output_bytes.push_back(c10::multiply_integers(o.sizes) * c10::elementSize(o.dtype));
+        made.emplace_back(o.dtype, c10::multiply_integers(o.sizes) * c10::elementSize(o.dtype));
       }
     }
-    if (run_on_host_when_shapes_vary(op, args, all, key, output_bytes, stack)) return;
+    if (make_on_host(op, args, made, stack)) return;
   }
 
   // The real outputs: the mutated arguments (resized as the meta function resized its own), or

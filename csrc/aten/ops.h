@@ -179,14 +179,20 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // tensors outside a capture: what may run on the host (host_ops.cc).
 bool small_integer_work(const std::vector<const at::Tensor*>& tensors);
 // Runs the call on PyTorch's CPU kernel, pushing its results, when it is small integer work whose
-// shapes keep changing at its call site (host_ops.cc); returns whether it did. `tensors` are the
-// call's tensors, `key` the meta function's key of the call, `output_bytes` each output's size.
+// shapes keep changing at its Python line, or whose tensors hold values made on the host
+// (host_ops.cc); returns whether it did. `key`: the meta function's key of the call.
 bool run_on_host_when_shapes_vary(const c10::OperatorHandle& op,
                                   const std::vector<c10::IValue>& args,
                                   const std::vector<const at::Tensor*>& tensors,
-                                  const hlo::Fingerprint& key,
-                                  const std::vector<size_t>& output_bytes,
-                                  torch::jit::Stack* stack);
+                                  const hlo::Fingerprint& key, torch::jit::Stack* stack);
+// Runs a factory (a call reading no tensor) on PyTorch's CPU kernel, pushing its results, when
+// its `outputs` (dtype and bytes each) are small integer tensors; returns whether it did.
+bool make_on_host(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                  const std::vector<std::pair<at::ScalarType, size_t>>& outputs,
+                  torch::jit::Stack* stack);
+// Whether new contents of these dtypes and sizes, made from scalars, are made on the host; counts
+// them in host_ops() when they are.
+bool made_on_host(const std::vector<std::pair<at::ScalarType, size_t>>& outputs);
 // Whether a call of `op` on `tensors` (`key`: what a program for it would be compiled for, less
 // offsets and storage sizes) is small integer work to run on the host, its shapes changing at its
 // call site; counts it in host_ops() when it is.
@@ -201,6 +207,8 @@ struct HostOpReads {
   ~HostOpReads();
 };
 bool reading_for_host_op();
+// Whether `t`'s storage holds values an op run on the host made, still current (ops_copy.cc).
+bool held_on_host(const at::Tensor& t);
 void set_cpu_fallback_policy(const std::string& policy);  // "warn" or "error"
 std::vector<std::pair<std::string, int64_t>> cpu_fallback_counts();
 

@@ -2,6 +2,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
 
 #include "aten/TpuHostAllocator.h"
 #include "aten/ops.h"
@@ -182,6 +183,11 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 
 }  // namespace
 
+bool held_on_host(const at::Tensor& t) {
+  engine::StorageHandle* storage = view_of(t).storage;
+  return storage->host_copy() && storage->pending() == nullptr && !t.is_conj() && !t.is_neg();
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   if (dst.is_privateuseone()) at::assert_no_internal_overlap(dst);
@@ -229,6 +235,13 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
+  engine::TensorView v = view_of(self);
+  if (v.covers_storage() && v.storage->pending() == nullptr && !self.is_neg() &&
+      made_on_host({{self.scalar_type(), self.nbytes()}})) {
+    HostOpReads reads;  // keeps the values on the host too
+    copy_from_cpu(at::full(self.sizes(), value, self.options().device(at::kCPU)), self, false);
+    return self;
+  }
   engine::Recording recording(self.device().index());
   engine::Program& p = recording.program();
   int scalar = scalar_argument(p, value, self.scalar_type());

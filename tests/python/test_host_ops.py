@@ -52,15 +52,16 @@ def test_a_few_shapes_at_one_line_stay_on_the_device(each_eager_mode):
     """Two shapes taking turns at one line compile twice and run there after, asynchronously:
     only a third shape at that line (a line whose shapes keep changing) goes to the host. (Sizes
     no other test here uses: a shape the host ran anywhere stays there.)"""
-    xs = [torch.arange(n, device="tpu") for n in (77, 78)]
+    # uploaded (values an op made on the host would keep their consumers there)
+    xs = [torch.arange(n).to("tpu") for n in (77, 78)]
     for x in xs:  # compiles
         (x * 3).cpu()
+    third = torch.arange(79).to("tpu")
     host = _host_ops()
     for _ in range(5):
         for x in xs:
             assert torch.equal((x * 3).cpu(), torch.arange(x.numel()) * 3)
     assert _host_ops() == host
-    third = torch.arange(79, device="tpu")
     for _ in range(2):
         assert torch.equal((third * 3).cpu(), torch.arange(79) * 3)
     assert _host_ops() == host  # another line, its first shape
@@ -71,11 +72,48 @@ def test_a_shape_another_line_ran_on_the_host_stays_on_the_device_here(each_eage
     (an evaluation over varying lengths, then training at one of them) stays on the device."""
     for n in range(130, 140):  # from the third length on, the host
         assert torch.equal((torch.arange(n, device="tpu") + 1).cpu(), torch.arange(n) + 1)
+    x = torch.arange(135).to("tpu")
     host = _host_ops()
-    x = torch.arange(135, device="tpu")
     for _ in range(4):
         assert torch.equal((x + 1).cpu(), torch.arange(135) + 1)
     assert _host_ops() == host
+
+
+def test_small_integer_factories_are_made_on_the_host(each_eager_mode):
+    """arange and fills of new integer tensors up to 4 KiB: no program, whatever the size, and
+    the CPU's values and errors (a fill by a float truncates; one out of the dtype's range
+    raises)."""
+    before, host = _misses(), _host_ops()
+    for n in range(1, 30):
+        assert torch.equal(torch.arange(n, device="tpu").cpu(), torch.arange(n))
+        assert torch.equal(torch.arange(2, 3 * n, 3, device="tpu").cpu(), torch.arange(2, 3 * n, 3))
+        assert torch.equal(torch.full((2, n), 7, device="tpu").cpu(), torch.full((2, n), 7))
+        assert torch.equal(torch.ones(n, dtype=torch.bool, device="tpu").cpu(),
+                           torch.ones(n, dtype=torch.bool))
+    x = torch.empty(5, dtype=torch.int32, device="tpu").fill_(2.7)
+    assert x.cpu().tolist() == [2] * 5
+    assert _misses() == before and _host_ops() - host == 4 * 29 + 1
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.empty(3, dtype=torch.uint8, device="tpu").fill_(300)
+    big = torch.arange(1000, device="tpu")  # 8 KB: the device's
+    assert int(big.sum()) == 499500
+    assert _host_ops() - host == 4 * 29 + 2  # the fill that raised ran on the host too
+
+
+def test_values_made_on_the_host_stay_there(each_eager_mode):
+    """A small integer op on values an op made on the host runs there too, whatever its shape
+    history: it waits for nothing, and its consumer on the host waits for nothing either (in
+    DeferAndFuse, no cut of the pending program)."""
+    x = torch.ones(4, 4, device="tpu") @ torch.ones(4, 4, device="tpu")  # pending, on the device
+    positions = torch.arange(6, device="tpu")  # made on the host
+    flushes, host = torchtpu.metrics()["deferred_flushes"], _host_ops()
+    shifted = (positions + 1) * 2
+    mask = shifted[None, :] <= shifted[:, None]
+    assert torchtpu.metrics()["deferred_flushes"] == flushes
+    assert _host_ops() - host == 3
+    expected = (torch.arange(6) + 1) * 2
+    assert torch.equal(mask.cpu(), expected[None, :] <= expected[:, None])
+    assert torch.equal(x.cpu(), torch.full((4, 4), 4.0))
 
 
 def test_reading_elements_of_a_vector_compiles_nothing(each_eager_mode):
@@ -152,8 +190,8 @@ def test_no_host_ops_in_a_captured_graph():
     def step(ids):
         return torch.cat([ids, ids[:, -1:] + 1], dim=-1)
 
-    host = _host_ops()
     ids = torch.zeros(1, 2, dtype=torch.int64, device="tpu")
+    host = _host_ops()
     for _ in range(5):
         ids = step(ids)
     assert ids.cpu().tolist() == [[0, 0, 1, 2, 3, 4, 5]]
