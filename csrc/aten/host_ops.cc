@@ -12,7 +12,8 @@
 // capture, stay on the device.
 //
 // A small integer result made from scalars alone (an arange, a fill of a new tensor; at most
-// 4 KiB), or from tensors whose values an op made on the host, is made on the host always: an
+// 4 KiB; up to 256 KiB where its line's shapes keep changing, as above), or from tensors whose
+// values an op made on the host, is made on the host always: an
 // upload costs what a launch does, needs no program per size, and keeps the values on the host
 // for the host ops that read them, which then do not wait for the device's work before them (a
 // decoding step's positions and mask, beside its forward).
@@ -156,9 +157,16 @@ bool run_on_host_when_shapes_vary(const c10::OperatorHandle& op,
 }
 
 bool make_on_host(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                  const std::vector<const at::Tensor*>& tensors, const hlo::Fingerprint& key,
                   const std::vector<std::pair<at::ScalarType, size_t>>& outputs,
                   torch::jit::Stack* stack) {
-  if (op.hasTag(at::Tag::nondeterministic_seeded) || !made_on_host(outputs)) return false;
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  size_t most = 0;
+  for (const auto& [dtype, bytes] : outputs) most = bytes > most ? bytes : most;
+  if (most > kHostBytes ||
+      !(made_on_host(outputs) || runs_on_host(op.schema().name(), tensors, key))) {
+    return false;
+  }
   run_on_cpu(op, args, stack);
   return true;
 }

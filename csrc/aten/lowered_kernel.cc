@@ -461,7 +461,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         made.emplace_back(o.dtype, c10::multiply_integers(o.sizes) * c10::elementSize(o.dtype));
       }
     }
-    if (make_on_host(op, args, made, stack)) return;
+    if (make_on_host(op, args, all, key, made, stack)) return;
   }
 
   // The real outputs: the mutated arguments (resized as the meta function resized its own), or

@@ -185,9 +185,11 @@ bool run_on_host_when_shapes_vary(const c10::OperatorHandle& op,
                                   const std::vector<c10::IValue>& args,
                                   const std::vector<const at::Tensor*>& tensors,
                                   const hlo::Fingerprint& key, torch::jit::Stack* stack);
-// Runs a factory (a call reading no tensor) on PyTorch's CPU kernel, pushing its results, when
-// its `outputs` (dtype and bytes each) are small integer tensors; returns whether it did.
+// Runs a factory (a call reading no tensor; `tensors`: its out= tensors) on PyTorch's CPU kernel,
+// pushing its results, when its `outputs` (dtype and bytes each) are small integer tensors, tiny
+// or of shapes that keep changing at its line; returns whether it did.
 bool make_on_host(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                  const std::vector<const at::Tensor*>& tensors, const hlo::Fingerprint& key,
                   const std::vector<std::pair<at::ScalarType, size_t>>& outputs,
                   torch::jit::Stack* stack);
 // Whether new contents of these dtypes and sizes, made from scalars, are made on the host; counts

@@ -135,6 +135,14 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   recording.finish();
 }
 
+bool made_or_filled_on_host(const at::Tensor& self) {
+  if (made_on_host({{self.scalar_type(), self.nbytes()}})) return true;
+  hlo::Fingerprint key;
+  key.add(static_cast<int64_t>(self.scalar_type()));
+  key.add_ints(self.sizes().data(), self.sizes().size());
+  return runs_on_host("fill_", {&self}, std::move(key));
+}
+
 // A copy of small integer views whose shapes keep changing at the call site goes through the
 // host (host_ops.cc), compiling nothing.
 bool copied_through_host(const at::Tensor& src, const at::Tensor& dst) {
@@ -235,9 +243,11 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
+  // A small integer fill of a whole tensor is made on the host (host_ops.cc): always when tiny,
+  // else where the line's shapes keep changing.
   engine::TensorView v = view_of(self);
   if (v.covers_storage() && v.storage->pending() == nullptr && !self.is_neg() &&
-      made_on_host({{self.scalar_type(), self.nbytes()}})) {
+      !self.is_conj() && made_or_filled_on_host(self)) {
     HostOpReads reads;  // keeps the values on the host too
     copy_from_cpu(at::full(self.sizes(), value, self.options().device(at::kCPU)), self, false);
     return self;

@@ -116,6 +116,26 @@ def test_values_made_on_the_host_stay_there(each_eager_mode):
     assert torch.equal(x.cpu(), torch.full((4, 4), 4.0))
 
 
+def test_a_training_step_over_varying_lengths_keeps_one_program_per_length():
+    """DeferAndFuse runs a transformer step (its causal mask from torch.ones(n, n).tril()) as one
+    program per length: the mask's ops go to the host together (the fill too, where the line's
+    sizes keep changing), so no host op cuts the step's pending program in two."""
+    from test_buckets import Block
+
+    torch.manual_seed(0)
+    model = Block().to("tpu")
+    lengths = range(70, 80)  # masks of more than 4 KiB
+    with torchtpu.eager_mode("defer_and_fuse"):
+        for n in lengths:
+            idx = torch.randint(0, 40, (2, n), generator=torch.Generator().manual_seed(n))
+            before = torchtpu.metrics()["deferred_flushes"]
+            loss, _ = model(idx.to("tpu"), idx.to("tpu"))
+            loss.backward()
+            loss.item()
+            assert torchtpu.metrics()["deferred_flushes"] - before <= 1, n
+    assert _host_ops() > 0
+
+
 def test_reading_elements_of_a_vector_compiles_nothing(each_eager_mode):
     """x[i].item() for every i: the storage is downloaded and viewed on the host, no program
     per offset."""
