@@ -136,6 +136,7 @@ void copy_from_cpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
 }
 
 bool made_or_filled_on_host(const at::Tensor& self) {
+  if (!small_integer_work({&self})) return false;  // before any key: fills are a hot path
   if (made_on_host({{self.scalar_type(), self.nbytes()}})) return true;
   hlo::Fingerprint key;
   key.add(static_cast<int64_t>(self.scalar_type()));
@@ -146,7 +147,10 @@ bool made_or_filled_on_host(const at::Tensor& self) {
 // A copy of small integer views whose shapes keep changing at the call site goes through the
 // host (host_ops.cc), compiling nothing.
 bool copied_through_host(const at::Tensor& src, const at::Tensor& dst) {
-  if (src.device() != dst.device() || src.is_conj() || src.is_neg()) return false;
+  if (src.device() != dst.device() || src.is_conj() || src.is_neg() ||
+      !small_integer_work({&src, &dst})) {
+    return false;  // before any key: copies are a hot path
+  }
   hlo::Fingerprint key;
   for (const at::Tensor* t : {&src, &dst}) {
     key.add(static_cast<int64_t>(t->scalar_type()));
