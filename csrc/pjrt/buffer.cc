@@ -1,5 +1,7 @@
 #include "pjrt/buffer.h"
 
+#include <cstring>
+
 #include "pjrt/client.h"
 
 namespace torchtpu::pjrt {
@@ -37,7 +39,31 @@ size_t Buffer::on_device_size() const {
   return args.on_device_size_in_bytes;
 }
 
-void Buffer::to_host(void* dst, size_t dst_size) const { to_host_async(dst, dst_size)->await(); }
+void Buffer::to_host(void* dst, size_t dst_size) const {
+  if (!read_in_place(dst, dst_size)) to_host_async(dst, dst_size)->await();
+}
+
+// The CPU plugin's transfer hands each copy to one of its threads and waits for it: tens of
+// microseconds of thread switches, even for one element. Its buffers are host memory, laid out as
+// the transfer would copy them when their size on the device is the size asked for, so once the
+// buffer is ready its bytes are copied here directly.
+bool Buffer::read_in_place(void* dst, size_t dst_size) const {
+  if (!plugin_->provides(&PJRT_Api::PJRT_Buffer_IsOnCpu) ||
+      !plugin_->provides(&PJRT_Api::PJRT_Buffer_UnsafePointer)) {
+    return false;
+  }
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_IsOnCpu_Args, on_cpu);
+  on_cpu.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_IsOnCpu, &on_cpu);
+  if (!on_cpu.is_on_cpu || on_device_size() != dst_size) return false;
+  await_ready();
+  TORCHTPU_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, pointer);
+  pointer.buffer = buffer_;
+  TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_UnsafePointer, &pointer);
+  if (pointer.buffer_pointer == 0) return false;
+  std::memcpy(dst, reinterpret_cast<const void*>(pointer.buffer_pointer), dst_size);
+  return true;
+}
 
 std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t dst_size) const {
   TORCHTPU_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);

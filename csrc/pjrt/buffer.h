@@ -43,6 +43,9 @@ class Buffer {
   bool borrows_host_memory() const { return host_done_ != nullptr && !host_done_->is_ready(); }
 
  private:
+  // to_host without the plugin's transfer, where the buffer is host memory; false elsewhere.
+  bool read_in_place(void* dst, size_t dst_size) const;
+
   std::shared_ptr<const Plugin> plugin_;
   PJRT_Buffer* buffer_;
   std::unique_ptr<Event> host_done_;

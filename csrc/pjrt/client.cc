@@ -23,8 +23,7 @@ Device::Device(std::shared_ptr<const Plugin> plugin, PJRT_Device* device)
 }
 
 std::optional<MemoryStats> Device::memory_stats() const {
-  if (!plugin_->has(offsetof(PJRT_Api, PJRT_Device_MemoryStats)) ||
-      plugin_->api()->PJRT_Device_MemoryStats == nullptr) {
+  if (!plugin_->provides(&PJRT_Api::PJRT_Device_MemoryStats)) {
     return std::nullopt;
   }
   TORCHTPU_PJRT_ARGS(PJRT_Device_MemoryStats_Args, args);

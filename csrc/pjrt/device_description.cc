@@ -3,10 +3,6 @@
 namespace torchtpu::pjrt {
 namespace {
 
-// Whether the plugin's table has a (non-null) entry point: older plugins end before newer ones.
-#define TORCHTPU_PJRT_PROVIDES(plugin, fn) \
-  ((plugin).has(offsetof(PJRT_Api, fn)) && (plugin).api()->fn != nullptr)
-
 AttributeValue read_value(const PJRT_NamedValue& value) {
   switch (value.type) {
     case PJRT_NamedValue_kString:
@@ -65,13 +61,13 @@ DeviceDescription describe(const Plugin& plugin, const Device& device) {
   TORCHTPU_PJRT_CALL(plugin, PJRT_DeviceDescription_ToString, &terse);
   out.to_string = text(terse.to_string, terse.to_string_size);
 
-  if (TORCHTPU_PJRT_PROVIDES(plugin, PJRT_DeviceDescription_Attributes)) {
+  if (plugin.provides(&PJRT_Api::PJRT_DeviceDescription_Attributes)) {
     TORCHTPU_PJRT_ARGS(PJRT_DeviceDescription_Attributes_Args, attributes);
     attributes.device_description = description;
     TORCHTPU_PJRT_CALL(plugin, PJRT_DeviceDescription_Attributes, &attributes);
     out.attributes = read_named_values(attributes.attributes, attributes.num_attributes);
   }
-  if (TORCHTPU_PJRT_PROVIDES(plugin, PJRT_Device_LocalHardwareId)) {
+  if (plugin.provides(&PJRT_Api::PJRT_Device_LocalHardwareId)) {
     TORCHTPU_PJRT_ARGS(PJRT_Device_LocalHardwareId_Args, local);
     local.device = device.raw();
     TORCHTPU_PJRT_CALL(plugin, PJRT_Device_LocalHardwareId, &local);

@@ -35,14 +35,18 @@ class Plugin {
   }
   template <typename Fn>
   Fn* resolve(Fn* PJRT_Api::*fn, const char* name) const {
-    size_t offset = reinterpret_cast<const char*>(&(api_->*fn)) -
-                    reinterpret_cast<const char*>(api_);
-    if (offset + sizeof(Fn*) > api_->struct_size || api_->*fn == nullptr) missing(name);
+    if (!provides(fn)) missing(name);
     return api_->*fn;
   }
   // Throws pjrt::Error for a non-null error (and destroys it).
   void check(PJRT_Error* error, const char* what) const;
-  bool has(size_t offset) const { return offset + sizeof(void*) <= api_->struct_size; }
+  // Whether the plugin's table has a (non-null) entry point: older plugins end before newer ones.
+  template <typename Fn>
+  bool provides(Fn* PJRT_Api::*fn) const {
+    size_t offset = reinterpret_cast<const char*>(&(api_->*fn)) -
+                    reinterpret_cast<const char*>(api_);
+    return offset + sizeof(Fn*) <= api_->struct_size && api_->*fn != nullptr;
+  }
 
   const PJRT_Api* api() const { return api_; }
 

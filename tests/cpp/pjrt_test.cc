@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,55 @@ TEST(Buffer, RoundTripsHostData) {
   int64_t back2[4] = {};
   copy->to_host(back2, sizeof(back2));
   EXPECT_EQ(std::memcmp(data, back2, sizeof(data)), 0);
+}
+
+// On the CPU plugin a read copies the buffer's memory directly once the buffer is ready
+// (Buffer::read_in_place): a program's output read right after its launch holds its final values,
+// and every element width reads back as it was written.
+TEST(Buffer, ReadsWaitForTheProgramAndKeepEveryWidth) {
+  auto client = cpu_client();
+  const char program[] = R"(module @m {
+  func.func public @main(%a: tensor<1048576xf32>) -> (tensor<f32>, tensor<1048576xf32>) {
+    %z = "stablehlo.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+    %0 = "stablehlo.reduce"(%a, %z) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %s = "stablehlo.add"(%x, %y) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%s) : (tensor<f32>) -> ()
+    }) {dimensions = array<i64: 0>} : (tensor<1048576xf32>, tensor<f32>) -> tensor<f32>
+    %1 = "stablehlo.exponential"(%a) : (tensor<1048576xf32>) -> tensor<1048576xf32>
+    "func.return"(%0, %1) : (tensor<f32>, tensor<1048576xf32>) -> ()
+  }
+}
+)";
+  auto exe = client->compile(program, portable_compile_options());
+  std::vector<float> ones(1 << 20, 1.0f);
+  auto in = client->buffer_from_host(ones.data(), PJRT_Buffer_Type_F32, {1 << 20},
+                                     client->device(0));
+  for (int round = 0; round < 3; ++round) {
+    auto out = exe->execute({in->raw()}, client->device(0));
+    float sum = 0;
+    out.at(0)->to_host(&sum, sizeof(sum));
+    EXPECT_EQ(sum, 1048576.0f);
+    std::vector<float> exp(ones.size());
+    out.at(1)->to_host(exp.data(), exp.size() * sizeof(float));
+    EXPECT_EQ(exp.front(), std::exp(1.0f));
+    EXPECT_EQ(exp.back(), std::exp(1.0f));
+  }
+  bool flags[3] = {true, false, true};
+  auto pred = client->buffer_from_host(flags, PJRT_Buffer_Type_PRED, {3}, client->device(0));
+  bool flags_back[3] = {};
+  pred->to_host(flags_back, sizeof(flags_back));
+  EXPECT_EQ(std::memcmp(flags, flags_back, sizeof(flags)), 0);
+  int8_t bytes[5] = {-128, -1, 0, 1, 127};
+  auto s8 = client->buffer_from_host(bytes, PJRT_Buffer_Type_S8, {5}, client->device(1));
+  int8_t bytes_back[5] = {};
+  s8->to_host(bytes_back, sizeof(bytes_back));
+  EXPECT_EQ(std::memcmp(bytes, bytes_back, sizeof(bytes)), 0);
+  double scalar = -0.5;
+  auto f64 = client->buffer_from_host(&scalar, PJRT_Buffer_Type_F64, {}, client->device(0));
+  double scalar_back = 0;
+  f64->to_host(&scalar_back, sizeof(scalar_back));
+  EXPECT_EQ(scalar_back, -0.5);
 }
 
 TEST(Buffer, AsyncTransfersSignalTheirEvents) {
