@@ -13,10 +13,11 @@
 //
 // A small integer result made from scalars alone (an arange, a fill of a new tensor; at most
 // 4 KiB; up to 256 KiB where its line's shapes keep changing, as above), or from tensors whose
-// values an op made on the host, is made on the host always: an
-// upload costs what a launch does, needs no program per size, and keeps the values on the host
-// for the host ops that read them, which then do not wait for the device's work before them (a
-// decoding step's positions and mask, beside its forward).
+// values an op made on the host (beside others whose values are ready on the device), is made on
+// the host always: an upload costs what a launch does, needs no program per size, and keeps the
+// values on the host for the host ops that read them, which then do not wait for the device's
+// work before them (a decoding step's positions, mask and stopping criteria, beside its
+// forward).
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 
@@ -124,13 +125,20 @@ bool runs_on_host(const std::string& op, const std::vector<const at::Tensor*>& t
 
 namespace {
 
-// Whether every tensor of the call holds values an op made on the host, still current: running
-// it there waits for nothing.
+// Whether running the call on the host waits for nothing: some of its tensors hold values an op
+// made on the host, still current, and the others' values are ready on the device (outside any
+// pending program, their computation done), which a read copies at once.
 bool values_on_host(const std::vector<const at::Tensor*>& tensors) {
+  bool held = false;
   for (const at::Tensor* t : tensors) {
-    if (t->defined() && !t->is_cpu() && !held_on_host(*t)) return false;
+    if (!t->defined() || t->is_cpu()) continue;
+    if (held_on_host(*t)) {
+      held = true;
+    } else if (!readable_at_once(*t)) {
+      return false;
+    }
   }
-  return true;
+  return held;
 }
 
 void run_on_cpu(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,

@@ -195,6 +195,12 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 
 }  // namespace
 
+bool readable_at_once(const at::Tensor& t) {
+  engine::StorageHandle* storage = view_of(t).storage;
+  return storage->pending() == nullptr && storage->buffer() && !t.is_conj() && !t.is_neg() &&
+         storage->buffer()->is_ready();
+}
+
 bool held_on_host(const at::Tensor& t) {
   engine::StorageHandle* storage = view_of(t).storage;
   return storage->host_copy() && storage->pending() == nullptr && !t.is_conj() && !t.is_neg();

@@ -116,6 +116,32 @@ def test_values_made_on_the_host_stay_there(each_eager_mode):
     assert torch.equal(x.cpu(), torch.full((4, 4), 4.0))
 
 
+def test_values_made_on_the_host_meet_ready_device_values_there(each_eager_mode):
+    """generate()'s stopping criteria: a flag made on the host, or-ed with a result the device
+    has finished, runs on the host (a read of a ready value waits for nothing), compiling
+    nothing, and what follows from it stays there. A device value that a pending program still
+    has to compute keeps the op on the device, beside that program."""
+    at_eos = torch.tensor([3, 9]).to("tpu") == 9  # on the device
+    torch.tpu.synchronize()  # and done
+    x = torch.ones(4, 4, device="tpu") @ torch.ones(4, 4, device="tpu")  # pending in DeferAndFuse
+    flags = torch.zeros(2, dtype=torch.bool, device="tpu")  # made on the host
+    host, misses = _host_ops(), _misses()
+    done = flags | at_eos
+    unfinished = torch.ones(2, dtype=torch.long, device="tpu") & ~done
+    assert _host_ops() - host == 4  # |, ones, ~, &
+    assert _misses() == misses
+    assert bool(unfinished.max() == 0) is False
+    assert torch.equal(unfinished.cpu(), torch.tensor([1, 0]))
+    assert torch.equal(x.cpu(), torch.full((4, 4), 4.0))
+
+    pending = (x.sum() > 0).long()  # integer, but not computed yet in DeferAndFuse
+    host = _host_ops()
+    both = pending + unfinished
+    if torchtpu.get_eager_mode() == "defer_and_fuse":
+        assert _host_ops() == host  # recorded beside the work it needs
+    assert torch.equal(both.cpu(), torch.tensor([2, 1]))
+
+
 def test_a_training_step_over_varying_lengths_keeps_one_program_per_length():
     """DeferAndFuse runs a transformer step (its causal mask from torch.ones(n, n).tril()) as one
     program per length: the mask's ops go to the host together (the fill too, where the line's
