@@ -18,8 +18,11 @@
 // values on the host for the host ops that read them, which then do not wait for the device's
 // work before them (a decoding step's positions, mask and stopping criteria, beside its
 // forward).
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
+
+#include <dlfcn.h>
 
 #include <atomic>
 #include <mutex>
@@ -141,10 +144,55 @@ bool values_on_host(const std::vector<const at::Tensor*>& tensors) {
   return held;
 }
 
+// PyTorch's CPU kernels split their work over OpenMP's threads, which spin for a while after each
+// parallel region: beside the device's own threads on the same cores, the 64x64 tril of a causal
+// mask on the host made a Strict decoding step 1.5x slower. A host op's tensors are small, so it
+// runs on the calling thread alone. OpenMP's thread count is a setting of each calling thread:
+// other threads, and this one after the op, keep theirs.
+class OneCpuThread {
+ public:
+  OneCpuThread() {
+    const OpenMp& omp = openmp();
+    if (omp.set == nullptr) return;
+    at::get_num_threads();  // PyTorch's own first setting of this thread's count comes first
+    previous_ = omp.get();
+    if (previous_ > 1) omp.set(1);
+  }
+  OneCpuThread(const OneCpuThread&) = delete;
+  OneCpuThread& operator=(const OneCpuThread&) = delete;
+  ~OneCpuThread() {
+    if (previous_ > 1) openmp().set(previous_);
+  }
+
+ private:
+  struct OpenMp {
+    void (*set)(int) = nullptr;
+    int (*get)() = nullptr;
+  };
+  // The OpenMP runtime PyTorch was built with, already loaded beside it (none: nothing to do).
+  static const OpenMp& openmp() {
+    static const OpenMp found = [] {
+      OpenMp omp;
+      for (const char* name : {"libgomp.so.1", "libiomp5.so", "libomp.so"}) {
+        void* lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+        if (lib == nullptr) continue;
+        omp.set = reinterpret_cast<void (*)(int)>(dlsym(lib, "omp_set_num_threads"));
+        omp.get = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_max_threads"));
+        if (omp.set != nullptr && omp.get != nullptr) break;
+        omp = {};
+      }
+      return omp;
+    }();
+    return found;
+  }
+  int previous_ = 0;
+};
+
 void run_on_cpu(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
                 torch::jit::Stack* stack) {
   for (const c10::IValue& a : args) stack->push_back(a);
   HostOpReads reads;  // the inputs' values, and the results kept on the host
+  OneCpuThread one_thread;
   at::native::cpu_fallback(op, stack);
 }
 

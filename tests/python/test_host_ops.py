@@ -259,3 +259,25 @@ def test_host_ops_off_compiles_per_shape():
     ids, compiled, host = r.stdout.rsplit(" ", 2)
     assert ids == str([[0, 0] + list(range(1, 11))])
     assert int(compiled) >= 20 and int(host) == 0
+
+
+def test_host_ops_run_on_the_calling_thread_alone():
+    """A host op's CPU kernel starts no OpenMP parallel region (whose threads would spin beside
+    the device's on the same cores), and leaves the thread's own setting as it was: the same
+    tril on CPU tensors still starts OpenMP's threads."""
+    r = run_python("""
+        import os, torch, torchtpu
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+        torch.set_num_threads(2)
+        masks = [torch.ones(64, 64, dtype=torch.bool, device="tpu").tril() for _ in range(4)]
+        got = masks[-1].cpu()
+        assert torchtpu.metrics()["host_ops"] >= 8, torchtpu.metrics()["host_ops"]
+        before = threads()
+        assert torch.get_num_threads() == 2
+        assert torch.equal(got, torch.ones(64, 64, dtype=torch.bool).tril())
+        print(before, threads())
+    """, TORCHTPU_HOST_OPS="1", OMP_NUM_THREADS=None)
+    assert r.returncode == 0, r.stdout + r.stderr
+    before, after = map(int, r.stdout.split())
+    assert after > before  # OpenMP's worker, started only by the CPU tensors' tril
