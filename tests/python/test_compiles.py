@@ -151,6 +151,29 @@ def test_a_second_line_gets_its_own_warning():
     assert "at <string>:10: 4 programs; dimension 1 of input 0 of add took 4 sizes" in r.stdout
 
 
+def test_many_fixed_shapes_at_one_line_are_no_warning():
+    """An optimizer's foreach over parameters of 81 shapes compiles 81 programs at its line in
+    Strict, once each, replayed after: no dimension takes many sizes, so no warning (the
+    default threshold, 64 programs)."""
+    r = run_python("""
+        import warnings, torch, torchtpu
+        torchtpu.set_eager_mode("strict")
+        params = [torch.ones(i, j, device="tpu") for i in range(1, 10) for j in range(1, 10)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                torch._foreach_mul_(params, 0.5)
+        torch.tpu.synchronize()
+        assert float(params[-1][0, 0]) == 0.25
+        print([str(w.message) for w in caught if "compiling too often" in str(w.message)])
+        print(torchtpu.metrics()["executable_cache_misses"])
+    """, TORCHTPU_COMPILE_WARN_AFTER=None, TORCHTPU_CACHE="0")
+    assert r.returncode == 0, r.stderr
+    warned, compiled = r.stdout.splitlines()
+    assert warned == "[]", r.stdout
+    assert int(compiled) > 81, r.stdout
+
+
 def test_a_recorded_run_is_explained_afterwards(tmp_path):
     path = tmp_path / "compiles.jsonl"
     code = """
