@@ -51,9 +51,11 @@ def main() -> None:
     model = small_llama()
     prompt = torch.randint(2, 64, (1, args.prompt), generator=torch.Generator().manual_seed(2))
     options = {"do_sample": False, "attention_mask": torch.ones_like(prompt)}
-    if args.cache == "static":
-        options["cache_implementation"] = "static"
     lengths = [int(n) for n in args.tokens.split(",")]
+    if args.cache == "static":
+        # One cache length for every call: compiled, a new length captures the graphs again
+        # (README, Varying shapes: buckets).
+        options.update(cache_implementation="static", max_cache_len=args.prompt + max(lengths))
     expected = model.generate(prompt, max_new_tokens=max(lengths), **options)
 
     model.to("tpu")

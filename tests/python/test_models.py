@@ -282,6 +282,32 @@ def test_static_cache_prefill_of_varying_prompts_runs_in_buckets(fallback_error)
     torch._dynamo.reset()
 
 
+def test_compiled_generate_with_max_cache_len_captures_its_graphs_once(fallback_error):
+    """Calls asking for ever more new tokens: transformers makes a static cache per call, as long
+    as the call needs, and the compiled forward would capture its graphs again for each (README,
+    Varying shapes: buckets). With max_cache_len the cache has one length, so the first call's
+    two graphs (prefill, decode) are replayed by every later call, with the CPU's tokens."""
+    torch._dynamo.reset()
+    cpu = _model("llama").eval()
+    model = _model("llama").eval().to("tpu")
+    model.load_state_dict(cpu.state_dict())
+    model.forward = torch.compile(model.forward, backend="tpu", dynamic=False)
+    ids = torch.randint(2, VOCAB, (1, 5), generator=torch.Generator().manual_seed(4))
+    options = {"do_sample": False, "cache_implementation": "static", "max_cache_len": 40}
+    expected = cpu.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, **options)
+    mask = torch.ones_like(ids).to("tpu")
+    with _in_mode("strict"):
+        for i, n in enumerate((4, 8, 16, 24)):
+            before = torchtpu.metrics()
+            got = model.generate(ids.to("tpu"), attention_mask=mask, max_new_tokens=n, **options)
+            after = torchtpu.metrics()
+            assert torch.equal(got.cpu(), expected[:, :5 + n]), n
+            if i > 0:
+                assert after["compiled_captures"] == before["compiled_captures"], n
+                assert after["compiled_replays"] - before["compiled_replays"] == n, n
+    torch._dynamo.reset()
+
+
 def test_sliding_window_generate_compiled_replays_on_the_device(fallback_error):
     """A sliding-window model's compiled forward takes a 0-d CPU tensor (the window); it becomes
     a device argument, so the repeated call replays every graph instead of running it eagerly."""
