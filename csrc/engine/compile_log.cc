@@ -199,7 +199,7 @@ std::string count_at_site(const std::string& where, const Unlocated& compile,
   for (const auto& entry : site.sizes) {
     if (most == nullptr || entry.second.size() > most->second.size()) most = &entry;
   }
-  // Programs for many shapes that each come once (an optimizer's foreach over parameters of 65
+  // Programs for many shapes that each come once (an optimizer's foreach over parameters of many
   // shapes, in Strict) are compiled once and replayed after: no dimension of them takes many
   // sizes. A size that keeps changing, or a layout or offset that does, is what to warn about.
   if (most != nullptr && most->second.size() > 1 &&
