@@ -57,6 +57,7 @@ bench: build
 	$(PY) benchmarks/compiled_call.py
 	$(PY) benchmarks/train_mfu.py
 	$(PY) benchmarks/default_mode.py
+	$(PY) benchmarks/decoding.py
 
 clean:
 	rm -rf build torchtpu/*.so
