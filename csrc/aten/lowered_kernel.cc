@@ -221,17 +221,6 @@ MetaCache& meta_cache() {
   return *cache;
 }
 
-void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
-  if (!t.defined()) {
-    f.add(int64_t{-1});
-    return;
-  }
-  f.add(static_cast<int64_t>(t.scalar_type()));
-  f.add(int64_t{t.is_cpu()} * 2 + int64_t{t.unsafeGetTensorImpl()->is_wrapped_number()});
-  f.add_ints(t.sizes().data(), t.sizes().size());
-  f.add_ints(t.strides().data(), t.strides().size());
-}
-
 // Scalar values enter the key only `with_value`: for factories, whose output shape depends on them
 // (arange's end), and for static scalars.
 void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bool with_value) {
@@ -340,6 +329,17 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
 }
 
 }  // namespace
+
+void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
+  if (!t.defined()) {
+    f.add(int64_t{-1});
+    return;
+  }
+  f.add(static_cast<int64_t>(t.scalar_type()));
+  f.add(int64_t{t.is_cpu()} * 2 + int64_t{t.unsafeGetTensorImpl()->is_wrapped_number()});
+  f.add_ints(t.sizes().data(), t.sizes().size());
+  f.add_ints(t.strides().data(), t.strides().size());
+}
 
 void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,

@@ -211,6 +211,8 @@ struct HostOpReads {
 bool reading_for_host_op();
 // Whether `t`'s storage holds values an op run on the host made, still current (ops_copy.cc).
 bool held_on_host(const at::Tensor& t);
+// Adds a tensor argument's dtype, device kind, sizes and strides to a cache key (lowered_kernel.cc).
+void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t);
 // Whether `t`'s values are on the device, computed, outside any pending program: a read to the
 // host copies them at once (ops_copy.cc).
 bool readable_at_once(const at::Tensor& t);

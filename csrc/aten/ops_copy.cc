@@ -152,11 +152,8 @@ bool copied_through_host(const at::Tensor& src, const at::Tensor& dst) {
     return false;  // before any key: copies are a hot path
   }
   hlo::Fingerprint key;
-  for (const at::Tensor* t : {&src, &dst}) {
-    key.add(static_cast<int64_t>(t->scalar_type()));
-    key.add_ints(t->sizes().data(), t->sizes().size());
-    key.add_ints(t->strides().data(), t->strides().size());
-  }
+  add_tensor_key(key, src);
+  add_tensor_key(key, dst);
   if (!runs_on_host("copy_", {&src, &dst}, std::move(key))) return false;
   HostOpReads reads;
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
