@@ -13,7 +13,7 @@
 //
 // A small integer result made from scalars alone (an arange, a fill of a new tensor; at most
 // 4 KiB; up to 256 KiB where its line's shapes keep changing, as above), or from tensors whose
-// values an op made on the host (beside others whose values are ready on the device), is made on
+// values an op made on the host (beside device values outside any pending program), is made on
 // the host always: an upload costs what a launch does, needs no program per size, and keeps the
 // values on the host for the host ops that read them, which then do not wait for the device's
 // work before them (a decoding step's positions, mask and stopping criteria, beside its
@@ -128,9 +128,9 @@ bool runs_on_host(const std::string& op, const std::vector<const at::Tensor*>& t
 
 namespace {
 
-// Whether running the call on the host waits for nothing: some of its tensors hold values an op
-// made on the host, still current, and the others' values are ready on the device (outside any
-// pending program, their computation done), which a read copies at once.
+// Whether running the call on the host cuts no pending program: some of its tensors hold values
+// an op made on the host, still current, and the others' values are on the device outside any
+// pending program (a read waits for their launched computation, as .item() does).
 bool values_on_host(const std::vector<const at::Tensor*>& tensors) {
   auto on_device = [](const at::Tensor* t) { return t->defined() && !t->is_cpu(); };
   bool held = false;

@@ -213,8 +213,10 @@ bool reading_for_host_op();
 bool held_on_host(const at::Tensor& t);
 // Adds a tensor argument's dtype, device kind, sizes and strides to a cache key (lowered_kernel.cc).
 void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t);
-// Whether `t`'s values are on the device, computed, outside any pending program: a read to the
-// host copies them at once (ops_copy.cc).
+// Whether `t`'s values are on the device outside any pending program: a read to the host waits
+// at most for their computation, already launched, and cuts no program (ops_copy.cc). Not whether
+// that computation is done: where ops run must not depend on timing, or a line's shapes would be
+// counted differently from run to run, and compile differently.
 bool readable_at_once(const at::Tensor& t);
 void set_cpu_fallback_policy(const std::string& policy);  // "warn" or "error"
 std::vector<std::pair<std::string, int64_t>> cpu_fallback_counts();

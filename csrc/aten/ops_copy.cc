@@ -194,8 +194,7 @@ void copy_on_device(const at::Tensor& src, const at::Tensor& dst) {
 
 bool readable_at_once(const at::Tensor& t) {
   engine::StorageHandle* storage = view_of(t).storage;
-  return storage->pending() == nullptr && storage->buffer() && !t.is_conj() && !t.is_neg() &&
-         storage->buffer()->is_ready();
+  return storage->pending() == nullptr && storage->buffer() && !t.is_conj() && !t.is_neg();
 }
 
 bool held_on_host(const at::Tensor& t) {

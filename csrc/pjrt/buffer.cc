@@ -74,16 +74,12 @@ std::unique_ptr<Event> Buffer::to_host_async(void* dst, size_t dst_size) const {
   return std::make_unique<Event>(plugin_, args.event);
 }
 
-std::unique_ptr<Event> Buffer::ready_event() const {
+void Buffer::await_ready() const {
   TORCHTPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args, args);
   args.buffer = buffer_;
   TORCHTPU_PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, &args);
-  return std::make_unique<Event>(plugin_, args.event);
+  Event(plugin_, args.event).await();
 }
-
-void Buffer::await_ready() const { ready_event()->await(); }
-
-bool Buffer::is_ready() const { return ready_event()->is_ready(); }
 
 bool Buffer::is_deleted() const {
   TORCHTPU_PJRT_ARGS(PJRT_Buffer_IsDeleted_Args, args);

@@ -31,8 +31,6 @@ class Buffer {
   std::unique_ptr<Event> to_host_async(void* dst, size_t dst_size) const;
   // Waits until the computation producing this buffer has finished (rethrowing its error).
   void await_ready() const;
-  // Whether that computation has finished (or failed): a read then waits for nothing.
-  bool is_ready() const;
   // Whether the buffer was deleted, as a donated input of an execution is.
   bool is_deleted() const;
   std::unique_ptr<Buffer> copy_to(const Device& device) const;
@@ -47,7 +45,6 @@ class Buffer {
  private:
   // to_host without the plugin's transfer, where the buffer is host memory; false elsewhere.
   bool read_in_place(void* dst, size_t dst_size) const;
-  std::unique_ptr<Event> ready_event() const;
 
   std::shared_ptr<const Plugin> plugin_;
   PJRT_Buffer* buffer_;
