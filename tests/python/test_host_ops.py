@@ -118,8 +118,8 @@ def test_values_made_on_the_host_stay_there(each_eager_mode):
 
 def test_values_made_on_the_host_meet_ready_device_values_there(each_eager_mode):
     """generate()'s stopping criteria: a flag made on the host, or-ed with a result the device
-    has finished, runs on the host (a read of a ready value waits for nothing), compiling
-    nothing, and what follows from it stays there. A device value that a pending program still
+    has finished, runs on the host (a read of a value outside any pending program cuts no
+    program), compiling nothing, and what follows from it stays there. A device value that a pending program still
     has to compute keeps the op on the device, beside that program."""
     at_eos = torch.tensor([3, 9]).to("tpu") == 9  # on the device
     torch.tpu.synchronize()  # and done
