@@ -8,11 +8,15 @@ the CPU:
     python examples/generate.py                          # the default eager mode
     python examples/generate.py --mode compile --tokens 8,8,8,16
     python examples/generate.py --cache dynamic          # transformers' default cache
+    python examples/generate.py --mode compile --cache dynamic --tokens 8,8,16,32,32
 
 From the third call on, a call compiles nothing, whatever its number of tokens (the first calls'
 programs also hold the setup's ops): generate() lengthens the ids, positions and attention mask
 by one at each token, and the small integer ops on them run on the host once their line has
-compiled two lengths (TORCHTPU_HOST_OPS=0 compiles them per length instead).
+compiled two lengths (TORCHTPU_HOST_OPS=0 compiles them per length instead). With the default
+cache, the cache grows by one position each token: eagerly each new length compiles its
+programs, while the compiled forward runs in shape buckets, so a call compiles only when its
+lengths reach a bucket no call reached before.
 """
 
 from __future__ import annotations
@@ -60,7 +64,11 @@ def main() -> None:
 
     model.to("tpu")
     if args.mode == "compile":
-        model.forward = torch.compile(model.forward, backend="tpu", dynamic=False)
+        # the static cache keeps one length: no size varies; the default cache grows by one
+        # each token, which Dynamo's automatic dynamic shapes trace as a size that runs in
+        # shape buckets (README, Varying shapes: buckets)
+        dynamic = False if args.cache == "static" else None
+        model.forward = torch.compile(model.forward, backend="tpu", dynamic=dynamic)
     options["attention_mask"] = options["attention_mask"].to("tpu")
     print(f"{args.mode}, {args.cache} cache, prompt of {args.prompt} tokens "
           f"[{torch.tpu.get_device_name()}]")

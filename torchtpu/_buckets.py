@@ -21,8 +21,14 @@ backward views it at the bucket's sizes without a copy.
 
 A graph is bucketed only when every op touching a dynamic dimension is one whose valid results
 depend on valid inputs alone (pointwise ops, views, the reductions and contractions above,
-gathers, slices from a fixed start, cat and scatter along other dimensions); any other graph
+gathers, slices from a fixed start, cat (along a dynamic dimension, a gather puts each part's
+valid elements after the previous part's), scatter along other dimensions); any other graph
 compiles per size, as before.
+
+An input contiguous at its true sizes whose layout differs from the bucket's (a [1, 2, n, 8] KV
+cache a graph returned, in a storage as long as the bucket) is taken as it is, viewed at the
+bucket's sizes with their contiguous strides, and the graph moves its elements to their places
+(Plan.graph): viewed with its own strides, each length would be a program of its own.
 """
 
 from __future__ import annotations
@@ -169,7 +175,7 @@ _DIVISIONS = {_aten.div, _aten.remainder, _aten.fmod, _aten.floor_divide}
 # (op, argument) that a size may be given to as a size
 _SIZE_ARGUMENTS = {(_aten.arange, "end"), (_aten.slice, "end"), (_aten.sym_size, "dim")}
 _SIZE_MATH = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
-              torch.sym_max, torch.sym_min, operator.getitem}
+              torch.sym_max, torch.sym_min, operator.getitem, _aten.sym_size.int}
 
 
 def _reduced_dims(node: torch.fx.Node, rank: int) -> set[int]:
@@ -221,8 +227,10 @@ class _Rewriter:
         if isinstance(e, sympy.Symbol):
             return self.symbols[e]
         op = operator.add if isinstance(e, sympy.Add) else operator.mul
+        # a power (n**2, of a square's elements) is a product of its base, repeated
+        terms = [e.base] * int(e.exp) if isinstance(e, sympy.Pow) else e.args
         value = None
-        for a in e.args:
+        for a in terms:
             v = self.bucket(a)
             value = v if value is None else self.graph.call_function(op, (value, v))
         return value
@@ -340,6 +348,62 @@ class _Rewriter:
         out.meta = dict(n.meta)
         return out
 
+    def join(self, n, env):
+        """A cat along a dynamic dimension: the parts, at the bucket's sizes, one after another,
+        then a gather that puts each part's valid elements right after the previous part's."""
+        g = self.graph
+        dim, sizes = self.plan.joins[n]
+        out = g.call_function(n.target, *torch.fx.node.map_arg((n.args, n.kwargs),
+                                                              env.__getitem__))
+        length = self.bucket(sum(sizes))
+        p = self.index(length, _val(n).device)
+        src = p
+        for k in range(1, len(sizes)):
+            before = sum(sizes[:k])
+            if before.is_number:
+                continue  # a part after fixed sizes only: already where it belongs
+            # position p at or past the true start of part k reads the part's element
+            # p - (true start), which in the parts at the bucket's sizes is at p + (bucket
+            # start - true start)
+            start = self.true(before)
+            shift = g.call_function(_aten.rsub.Scalar, (start, self.bucket(before)))
+            moved = g.call_function(_aten.add.Tensor, (p, shift))
+            src = g.call_function(_aten.where.self, (
+                g.call_function(_aten.ge.Tensor, (p, start)), moved, src))
+        src = g.call_function(_aten.clamp_max.default, (src, g.call_function(
+            operator.sub, (length, 1))))
+        out = g.call_function(_aten.index_select.default, (out, dim, src))
+        out.meta = dict(n.meta)
+        return out
+
+    def spread(self, value, source):
+        """Input `source` given compact (`value`: its storage viewed at the bucket's sizes with
+        their contiguous strides): each element moved to its place at the bucket's sizes, where
+        element (i, j, ...) is the compact one at ((i * n1) + j) * n2 + ... of the true sizes."""
+        g = self.graph
+        shape = _shape(source)
+        rank = len(shape)
+        at = None
+        for d, size in enumerate(shape):
+            index = self.index(g.call_function(_aten.sym_size.int, (value, d)),
+                               _val(source).device)
+            index = g.call_function(_aten.view.default,
+                                    (index, [-1 if k == d else 1 for k in range(rank)]))
+            if at is None:
+                at = index
+                continue
+            scaled = g.call_function(_aten.mul.Scalar, (at, int(size))) if size.is_number \
+                else g.call_function(_aten.mul.Tensor, (at, self.true(size)))
+            at = g.call_function(_aten.add.Tensor, (scaled, index))
+        total = self.bucket(math.prod(shape, start=sympy.Integer(1)))
+        at = g.call_function(_aten.clamp_max.default, (
+            g.call_function(_aten.reshape.default, (at, [-1])),
+            g.call_function(operator.sub, (total, 1))))
+        flat = g.call_function(_aten.reshape.default, (value, [-1]))
+        out = g.call_function(_aten.index_select.default, (flat, 0, at))
+        return g.call_function(_aten.view.default, (out, [
+            g.call_function(_aten.sym_size.int, (value, d)) for d in range(rank)]))
+
     def compacted(self, value, node):
         """`value` (at the bucket's sizes) as a flat tensor with its valid elements in order at
         the front: element j is the one at j's index in the true sizes."""
@@ -456,6 +520,7 @@ class Plan:
         self.moves: dict[torch.fx.Node, list] = {}  # views and their gathers
         self.values: dict[torch.fx.Node, list] = {}  # ops taking a size as a value
         self.tails: dict[torch.fx.Node, tuple] = {}  # slices and selects from the end
+        self.joins: dict[torch.fx.Node, tuple] = {}  # cats along a dynamic dimension
         for n in gm.graph.nodes:
             self._visit(n)
         outs = _results(gm)
@@ -475,8 +540,28 @@ class Plan:
             if _dynamic(val) and (visible is None or i < visible) and not _prefix(_shape(o)):
                 self.compacted.add(i)
         self.sizes: list[sympy.Expr] = []  # sizes given to the program as device arguments
-        self.gm = self._rewritten(gm)
+        # Tensor inputs whose contiguous strides change with a dynamic size (a [1, 2, n, 8] KV
+        # cache): viewed at the bucket's sizes with their own strides, each size would be a
+        # program of its own, so contiguous ones come compact and the graph spreads them (a
+        # gather). Not those the graph writes.
+        written = mutated_inputs(gm)
+        self.spreadable = {i for i, (p, dims) in enumerate(zip(self.placeholders, self.inputs))
+                           if dims and i not in written and not _strides_fixed(_shape(p))}
+        for i in sorted(self.spreadable):
+            for _, e in self.inputs[i]:
+                self._size(e)
+        self.source = gm
+        self._graphs: dict[frozenset, torch.fx.GraphModule] = {}
+        self.gm = self.graph(frozenset())
         self._calls: dict[tuple, _Call] = {}
+
+    def graph(self, spread: frozenset) -> torch.fx.GraphModule:
+        """The rewritten graph for inputs `spread` given compact (the others at the bucket's
+        sizes)."""
+        gm = self._graphs.get(spread)
+        if gm is None:
+            gm = self._graphs[spread] = self._rewritten(self.source, spread)
+        return gm
 
     # -- which ops are safe ------------------------------------------------------------------
 
@@ -596,10 +681,12 @@ class Plan:
                 if 0 <= at < values and _dynamic_dims(n.args[2], {at}):
                     self.masks.append((n, 2, {at}, "first"))
         elif packet is _aten.cat:
-            parts = n.args[0]
             dim = (n.args[1] if len(n.args) > 1 else 0) % _val(n).dim()
-            if any(_dynamic_dims(t, {dim}) for t in parts if _val(t).dim() == _val(n).dim()):
-                raise _NotBucketed("a cat along a dynamic dimension")
+            parts = [t for t in n.args[0] if _val(t).dim() == _val(n).dim()]  # not 1-d empties
+            if any(_dynamic_dims(t, {dim}) for t in parts):
+                # each part's valid elements are gathered to follow the last one's (a growing
+                # KV cache: cat((past, new), dim=-2))
+                self.joins[n] = (dim, [_shape(t)[dim] for t in parts])
         elif packet in (_aten.scatter, _aten.scatter_add, _aten.scatter_reduce):
             index = n.args[2]
             if _dynamic_dims(index):
@@ -684,7 +771,7 @@ class Plan:
             self.sizes.append(e)
         return self.sizes.index(e)
 
-    def _rewritten(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    def _rewritten(self, gm: torch.fx.GraphModule, spread: frozenset) -> torch.fx.GraphModule:
         masks: dict[torch.fx.Node, list] = {}
         for node, arg, dims, fill in self.masks:
             masks.setdefault(node, []).append((arg, dims, fill))
@@ -709,6 +796,10 @@ class Plan:
                 self._size(e)
         for node, (dim, _, _) in self.tails.items():
             self._size(_shape(node.args[0])[dim])
+        for node, (dim, sizes) in self.joins.items():
+            for k in range(1, len(sizes)):
+                if not sum(sizes[:k]).is_number:
+                    self._size(sum(sizes[:k]))
         results = _results(gm)
         for i in self.compacted:
             for e in _shape(results[i]):
@@ -724,6 +815,9 @@ class Plan:
                 env[n] = graph.node_copy(n, env.__getitem__)
                 if n is self.placeholders[-1]:
                     rw.start(env)
+                    for i in sorted(spread):
+                        p = self.placeholders[i]
+                        env[p] = rw.spread(env[p], p)
                     for p in self.placeholders:  # indices: no garbage in the padding
                         if p in self.zeroed:
                             env[p] = rw.zeroed(env[p], p)
@@ -734,6 +828,8 @@ class Plan:
                 env[n] = rw.sized(n, self.values[n], env)
             elif n in self.tails:
                 env[n] = rw.tail(n, env)
+            elif n in self.joins:
+                env[n] = rw.join(n, env)
             elif n in masks:
                 env[n] = rw.masked(n, masks[n], env)
             else:
@@ -770,6 +866,7 @@ class _Call:
         self.ints = {i: int(e.subs(at_b)) for i, e in plan.int_inputs.items()}
         self.pads = {i: {d: int(e.subs(at_b)) for d, e in dims}
                      for i, dims in enumerate(plan.inputs) if dims and i not in plan.int_inputs}
+        self.spreadable = plan.spreadable
         device = next((a.device for a in args if isinstance(a, torch.Tensor)
                        and a.device.type == "tpu"), None)
         sizes = torch.tensor([int(e.subs(at_n)) for e in plan.sizes], dtype=torch.int64)
@@ -787,14 +884,21 @@ class _Call:
             else:
                 self.outputs.append(None)
 
-    def padded(self, args: list) -> list:
-        """The arguments at the buckets' sizes, and the true sizes after them."""
+    def padded(self, args: list) -> tuple[list, frozenset]:
+        """The arguments at the buckets' sizes, and the true sizes after them; and which inputs
+        come compact, for the graph to spread (Plan.graph)."""
         out = list(args)
+        spread = set()
         for i, value in self.ints.items():
             out[i] = value
         for i, sizes in self.pads.items():
-            out[i] = _pad(args[i], sizes)
-        return out + self.sizes
+            compact = _compact(args[i], sizes) if i in self.spreadable else None
+            if compact is not None:
+                out[i] = compact
+                spread.add(i)
+            else:
+                out[i] = _pad(args[i], sizes)
+        return out + self.sizes, frozenset(spread)
 
     def unpadded(self, outputs: list) -> list:
         """The outputs at their true sizes: views of their valid elements."""
@@ -831,6 +935,14 @@ def _growing(e: sympy.Expr, symbols: set) -> bool:
     return poly.domain.is_ZZ and all(c >= 0 for m, c in poly.terms() if any(m))
 
 
+def mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
+    """The inputs the graph writes (AOTAutograd keeps input mutations as copy_ into them)."""
+    placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+    return {placeholders[n.args[0]] for n in gm.graph.nodes
+            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+            and n.args and n.args[0] in placeholders}
+
+
 def _results(gm: torch.fx.GraphModule) -> list:
     """The graph's outputs, in order (a node, or None for a gradient not computed)."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -847,22 +959,73 @@ def _prefix(shape: list[sympy.Expr]) -> bool:
     return len(dynamic) == 1 and all(e == 1 for e in shape[:dynamic[0]])
 
 
+def _strides_fixed(shape: list[sympy.Expr]) -> bool:
+    """Whether a contiguous tensor of `shape` keeps its elements where the same tensor at the
+    bucket's sizes has them: no dynamic dimension after one of another size than 1."""
+    wide = False
+    for e in shape:
+        if not e.is_number and wide:
+            return False
+        wide = wide or e != 1
+    return True
+
+
+def _contiguous_strides(shape: list[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return strides[::-1]
+
+
+def _same_layout(t: torch.Tensor, sizes: dict[int, int]) -> bool:
+    """Whether `t` is contiguous with its elements where a contiguous tensor at the buckets'
+    `sizes` has them (the strides of its dimensions of size 1 aside)."""
+    shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
+    return t.is_contiguous() and all(n <= 1 or a == b for n, a, b in zip(
+        t.shape, _contiguous_strides(shape), t.stride()))
+
+
+def _room(t: torch.Tensor) -> int:
+    """How many elements `t`'s storage holds from `t`'s first one on."""
+    return t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+
+
 def _pad(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor:
     """`t` at `sizes` along those dims. A tensor whose storage reaches that far with its own
-    strides is viewed there, without a copy: what a forward saved for its backward is such a view
-    of its padded output, and whatever the padding holds, the masks keep it out of every valid
-    element (integer inputs, which may be indices, have theirs zeroed first in the graph).
-    Others are copied, padded with zeros."""
+    strides (or, contiguous, with those of the bucket's sizes, the same layout) is viewed there,
+    without a copy: what a forward saved for its backward is such a view of its padded output,
+    and whatever the padding holds, the masks keep it out of every valid element (integer
+    inputs, which may be indices, have theirs zeroed first in the graph). Others are copied,
+    padded with zeros."""
     shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
-    reach = t.storage_offset() + sum((s - 1) * st for s, st in zip(shape, t.stride()))
-    if all(st > 0 for st in t.stride()) and reach < t.untyped_storage().nbytes() // \
-            t.element_size():
-        return t.as_strided(shape, t.stride(), t.storage_offset())
+    # a contiguous one's strides of dimensions of size 1 follow the sizes: the bucket's, where
+    # they place every element alike, keep the program's inputs the same at every size
+    strides = _contiguous_strides(shape) if _same_layout(t, sizes) else t.stride()
+    reach = sum((s - 1) * st for s, st in zip(shape, strides))
+    if all(st > 0 for st in strides) and reach < _room(t):
+        return t.as_strided(shape, strides, t.storage_offset())
     pad = [0] * (2 * t.dim())
     for d, b in sizes.items():
         pad[2 * (t.dim() - 1 - d) + 1] = b - t.shape[d]
     # a copy also when it needs no padding: the program then sees the same inputs (storages
     # shared with no other input) at every size of the bucket
+    return _padded_copy(t, pad)
+
+
+def _compact(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor | None:
+    """For the graph to spread: contiguous `t`, of another layout than at the buckets' sizes, as
+    a view of its storage at those sizes and their contiguous strides, whose first elements are
+    `t`'s in order; None where that needs a copy (which might as well be padded: _pad)."""
+    if _same_layout(t, sizes):
+        return None
+    shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
+    if not t.is_contiguous() or _room(t) < math.prod(shape):
+        return None
+    return t.as_strided(shape, _contiguous_strides(shape), t.storage_offset())
+
+
+def _padded_copy(t: torch.Tensor, pad: list[int]) -> torch.Tensor:
     whole = t.is_contiguous() and t.storage_offset() == 0 and \
         t.untyped_storage().nbytes() == t.numel() * t.element_size()
     if whole and t.numel() <= HOST_PAD_ELEMENTS and t.device.type != "cpu":

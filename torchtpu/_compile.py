@@ -80,7 +80,7 @@ class _Graph:
         self.warned: set[str] = set()
         self.debug = _debug_directory()
         self.scalars_move = not _has_cpu_output(gm) if scalars_move is None else scalars_move
-        self.mutated = _mutated_inputs(gm)
+        self.mutated = _buckets.mutated_inputs(gm)
         # Where the 0-d CPU tensor inputs are, and a tpu input: found at the first call (Dynamo's
         # guards keep each input's device and rank for this graph).
         self.scalar_positions: list[int] | None = None
@@ -165,15 +165,21 @@ class _Bucketed:
     to its bucket's sizes and runs the rewritten graph, one program per bucket."""
 
     def __init__(self, name: str, plan, scalars_move: bool | None, seen: tuple):
-        self.plan = plan
-        self.graph = _Graph(plan.gm, name, scalars_move)
-        self.scalars_move = self.graph.scalars_move
+        self.plan, self.name = plan, name
+        # per set of inputs given compact (Plan.graph): the one without first
+        self.graphs = {frozenset(): _Graph(plan.gm, name, scalars_move)}
+        self.scalars_move = self.graphs[frozenset()].scalars_move
         self.seen = seen  # _outputs_seen() of the graph, which a process loading it cannot ask
         _stats["compiled_bucketed_graphs"] += 1
 
     def __call__(self, args: list) -> list:
         call = self.plan.call(args)
-        outputs = self.graph(call.padded(args))
+        padded, spread = call.padded(args)
+        graph = self.graphs.get(spread)
+        if graph is None:
+            name = f"{self.name}_spread_{'_'.join(map(str, sorted(spread)))}"
+            graph = self.graphs[spread] = _Graph(self.plan.graph(spread), name, self.scalars_move)
+        outputs = graph(padded)
         _stats["compiled_bucketed_calls"] += 1
         return call.unpadded(outputs)
 
@@ -185,14 +191,6 @@ def _has_cpu_output(gm: torch.fx.GraphModule) -> bool:
     torch.fx.node.map_arg(output.args[0], values.append)
     return any(isinstance(v.meta.get("val"), torch.Tensor) and v.meta["val"].device.type == "cpu"
                for v in values)
-
-
-def _mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
-    """The inputs the graph writes (AOTAutograd keeps input mutations as copy_ into them)."""
-    placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
-    return {placeholders[n.args[0]] for n in gm.graph.nodes
-            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
-            and n.args and n.args[0] in placeholders}
 
 
 def _off_device(args: list) -> str:

@@ -92,6 +92,12 @@ REDUCTIONS = {
     "merged_then_split": lambda x: (x.reshape(-1, x.shape[-1]) * 2).view(x.shape).sum(1),
     "non_leading_output": lambda x: x * 2 + 1,
     "prod": lambda x: (x.abs() + 0.5).prod(1),
+    # an output of two varying dimensions, compacted: n * n elements at the bucket's n
+    "pairs": lambda x: x @ x.transpose(1, 2),
+    # cats along the varying dimension: each part's valid elements after the last one's
+    "cat_twice": lambda x: torch.cat([x, x], 1).cumsum(1),
+    "cat_fixed_after": lambda x: torch.cat([x, x[:, :1] * 3], 1).softmax(1),
+    "cat_fixed_between": lambda x: torch.cat([x, x.new_ones(2, 2, 6), x * 2], 1).cumsum(1),
 }
 
 
@@ -240,10 +246,49 @@ def test_a_bound_from_slicing_a_buffer_caps_the_ladder():
 @pytest.mark.parametrize("name, fn", [
     ("var", lambda x: x.var(1)),
     ("flip", lambda x: x.flip(1).sum(1)),
-    ("cat", lambda x: torch.cat([x, x], 1).cumsum(1)),
 ])
 def test_graphs_it_cannot_keep_exact_compile_per_size(name, fn):
     check(fn, lambda n: (rows(n),), lengths=[3, 5, 9], bucketed=False)
+
+
+def test_a_cat_of_two_varying_sizes():
+    check(lambda x, y: torch.cat([y, x, y], 1).cumsum(1),
+          lambda n: (rows(n), rows(n // 2 + 1, seed=1)))
+
+
+def test_a_growing_cache_fed_back_compiles_a_few_programs_per_bucket():
+    """A KV cache grown by one position per call and fed back (transformers' DynamicCache): the
+    returned cache, contiguous at its true length in a storage as long as the bucket, comes back
+    as an input whose heads are laid out at that length; the graph takes it as it is and moves
+    its elements to their places at the bucket's length (a gather), instead of a program per
+    length."""
+    def step(cache, new, q):
+        cache = torch.cat([cache, new], dim=2)
+        att = (q @ cache.transpose(-2, -1)).softmax(-1) @ cache
+        return cache, att
+
+    f = torch.compile(step, backend="tpu")
+    g = torch.Generator().manual_seed(0)
+    cache = torch.randn(1, 2, 3, 8, generator=g)
+    on_tpu = cache.to("tpu")
+    lengths = []
+    for _ in range(40):
+        new, q = torch.randn(1, 2, 1, 8, generator=g), torch.randn(1, 2, 1, 8, generator=g)
+        before = stats()[1]
+        cache, want = step(cache, new, q)
+        on_tpu, got = f(on_tpu, new.to("tpu"), q.to("tpu"))
+        lengths.append((cache.shape[2], stats()[1] - before))
+        assert got.shape == want.shape and on_tpu.is_contiguous()
+        torch.testing.assert_close(on_tpu.cpu(), cache)
+        torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+    # the first two lengths exactly, then at most three programs in each bucket (its first
+    # length, whose input the pad copies; the others, spread; a length equal to the bucket's,
+    # laid out as at the bucket already)
+    per_bucket = {}
+    for n, captured in lengths[2:]:
+        b = _buckets.bucket(n - 1, 2.0)
+        per_bucket[b] = per_bucket.get(b, 0) + captured
+    assert per_bucket and all(c <= 3 for c in per_bucket.values()), per_bucket
 
 
 def test_a_graph_writing_its_varying_input_compiles_per_size():

@@ -308,6 +308,35 @@ def test_compiled_generate_with_max_cache_len_captures_its_graphs_once(fallback_
     torch._dynamo.reset()
 
 
+def test_compiled_generate_with_the_default_cache_runs_in_buckets(fallback_error):
+    """generate() with transformers' default cache (DynamicCache, grown by a cat each token),
+    its forward compiled with Dynamo's automatic dynamic shapes: the decoding graph runs in shape
+    buckets, so a call over lengths already seen captures nothing and one reaching a new bucket
+    a few programs, with the CPU's tokens."""
+    torch._dynamo.reset()
+    cpu = _model("llama").eval()
+    model = _model("llama").eval().to("tpu")
+    model.load_state_dict(cpu.state_dict())
+    model.forward = torch.compile(model.forward, backend="tpu")
+    ids = torch.randint(2, VOCAB, (1, 5), generator=torch.Generator().manual_seed(5))
+    options = {"do_sample": False}
+    expected = cpu.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=40, **options)
+    mask = torch.ones_like(ids).to("tpu")
+    captures = []
+    with _in_mode("strict"):
+        for n in (12, 12, 40):
+            before = torchtpu.metrics()
+            got = model.generate(ids.to("tpu"), attention_mask=mask, max_new_tokens=n, **options)
+            after = torchtpu.metrics()
+            assert torch.equal(got.cpu(), expected[:, :5 + n]), n
+            assert after["compiled_eager_runs"] == before["compiled_eager_runs"]
+            captures.append(after["compiled_captures"] - before["compiled_captures"])
+    # the second call repeats the first's lengths; the third's cache grows from 16 to 44, into
+    # the buckets 32 and 64: at most three programs each
+    assert captures[1] == 0 and 0 < captures[2] <= 6, captures
+    torch._dynamo.reset()
+
+
 def test_sliding_window_generate_compiled_replays_on_the_device(fallback_error):
     """A sliding-window model's compiled forward takes a 0-d CPU tensor (the window); it becomes
     a device argument, so the repeated call replays every graph instead of running it eagerly."""
