@@ -51,6 +51,10 @@ class _NotBucketed(Exception):
     pass
 
 
+# plan()'s reasons that say nothing about the graph's ops: no size varies, or buckets are off
+NOT_VARYING = ("no input of dynamic size", "TORCHTPU_SHAPE_BUCKETS=0")
+
+
 def factor() -> float | None:
     """The ladder's factor (TORCHTPU_SHAPE_BUCKETS), None when buckets are off."""
     text = os.environ.get("TORCHTPU_SHAPE_BUCKETS", "").strip()
@@ -500,7 +504,7 @@ class Plan:
                         self.symbol_at.setdefault(e, (i, d))
             self.inputs.append(dims)
         if not any(self.inputs):
-            raise _NotBucketed("no input of dynamic size")
+            raise _NotBucketed(NOT_VARYING[0])
         for i, e in [*((i, e) for i, dims in enumerate(self.inputs) for _, e in dims),
                      *self.int_inputs.items()]:
             if not e.free_symbols <= set(self.symbol_at):
@@ -553,6 +557,10 @@ class Plan:
         self.source = gm
         self._graphs: dict[frozenset, torch.fx.GraphModule] = {}
         self.gm = self.graph(frozenset())
+        try:  # the other graphs are made at the first call needing them: here, one fails early
+            self.graph(frozenset(self.spreadable))
+        except Exception:  # noqa: BLE001 - as plan() does: such inputs are padded instead
+            self.spreadable = set()
         self._calls: dict[tuple, _Call] = {}
 
     def graph(self, spread: frozenset) -> torch.fx.GraphModule:
@@ -1095,7 +1103,7 @@ def plan(gm: torch.fx.GraphModule, visible: int | None = None,
     tensor from their layout, which at the bucket's sizes would not be the true one."""
     ladder = factor()
     if ladder is None:
-        return None, "TORCHTPU_SHAPE_BUCKETS=0"
+        return None, NOT_VARYING[1]
     if aliased:
         return None, "an output is rebuilt as a view of another tensor"
     try:

@@ -282,10 +282,19 @@ def _build(gm: torch.fx.GraphModule, kind: str, scalars_move: bool | None = None
         _write_fx(name, gm)
         return _split_at_collectives(gm, name)
     seen = _outputs_seen(kind) if seen is None else tuple(seen)
-    plan, _ = _buckets.plan(gm, *seen)
+    plan, why = _buckets.plan(gm, *seen)
     if plan is not None:
         return _Bucketed(name, plan, scalars_move, seen)
+    if why not in _buckets.NOT_VARYING:
+        if len(per_size) >= 100:
+            per_size.pop(next(iter(per_size)))
+        per_size[name] = why
     return _Graph(gm, name, scalars_move)
+
+
+# Graphs of varying sizes that compile per size (not in shape buckets), and why: the last 100
+# (torchtpu.explain_compiles() prints them).
+per_size: dict[str, str] = {}
 
 
 def _outputs_seen(kind: str) -> tuple[int | None, bool]:

@@ -73,6 +73,12 @@ def explain_compiles(top: int = 10, file=None, log: list[dict] | None = None) ->
     for row in rows:
         where = f" at {row['where']}" if row["where"] else ""
         print(f"  {row['count']:6}  {row['ops']}{where}: {row['reason']}", file=out)
+    compiled = sys.modules.get("torchtpu._compile")  # not imported: no graph was compiled
+    if whose == "in this process" and compiled is not None and compiled.per_size:
+        print("torchtpu: compiled graphs of varying sizes that compile per size, not in shape "
+              "buckets (README, Varying shapes: buckets):", file=out)
+        for name, why in list(compiled.per_size.items())[-10:]:
+            print(f"  {name}: {why}", file=out)
     return rows
 
 

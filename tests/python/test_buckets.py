@@ -4,6 +4,7 @@ CPU as reference) for reductions, softmax, layer norm, causal attention, cross-e
 ignored targets, views merging the varying dimension, and gradients; graphs it cannot keep exact
 compile per size as before."""
 
+import io
 import math
 
 import pytest
@@ -249,6 +250,12 @@ def test_a_bound_from_slicing_a_buffer_caps_the_ladder():
 ])
 def test_graphs_it_cannot_keep_exact_compile_per_size(name, fn):
     check(fn, lambda n: (rows(n),), lengths=[3, 5, 9], bucketed=False)
+    # explain_compiles() names the graph and why it is not in buckets
+    out = io.StringIO()
+    torchtpu.explain_compiles(file=out)
+    text = out.getvalue()
+    assert "compile per size, not in shape buckets" in text, text
+    assert f"{name} on a dynamic size" in text, text
 
 
 def test_a_cat_of_two_varying_sizes():
