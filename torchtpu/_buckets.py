@@ -5,12 +5,12 @@ A graph Dynamo traced with symbolic sizes (a dimension seen with a second size, 
 torch._dynamo.mark_dynamic) runs, for a size n, the program captured for its bucket B >= n: the
 next step of a geometric ladder (8, 16, 32, ... for TORCHTPU_SHAPE_BUCKETS=2, the default; 0
 turns buckets off) but no more than the size's upper bound (a guard's: slicing a 64-row buffer
-bounds the slice's length by 64), or the `max` that mark_dynamic gave. Its tensor inputs are padded to B, and
-the graph is rewritten so that the padding, whatever it holds, never reaches a valid element:
-where an op reduces or contracts over a dynamic dimension (sum, max, mean, softmax, matmul, the
-loss's targets, an embedding's gradient, layer norm's weight gradient), its input's padding is
-first replaced by the op's identity, and a mean divides by the true count. The true sizes are
-device arguments, so one program serves every size in the bucket.
+bounds the slice's length by 64), or the `max` that mark_dynamic gave. Its tensor inputs are
+padded to B, and the graph is rewritten so that the padding, whatever it holds, never reaches
+a valid element: where an op reduces or contracts over a dynamic dimension (sum, max, mean,
+softmax, matmul, the loss's targets, an embedding's gradient, layer norm's weight gradient), its
+input's padding is first replaced by the op's identity, and a mean divides by the true count.
+The true sizes are device arguments, so one program serves every size in the bucket.
 
 Every dynamic dimension keeps its valid elements at its front. Where a view would break that
 (merging a dynamic size with an outer dimension, as logits.view(-1, vocab) does), a gather puts
@@ -1001,17 +1001,20 @@ def _room(t: torch.Tensor) -> int:
 
 def _pad(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor:
     """`t` at `sizes` along those dims. A tensor whose storage reaches that far with its own
-    strides (or, contiguous, with those of the bucket's sizes, the same layout) is viewed there,
+    strides (or, contiguous, with those of the bucket's sizes, if the same layout) is viewed there,
     without a copy: what a forward saved for its backward is such a view of its padded output,
     and whatever the padding holds, the masks keep it out of every valid element (integer
     inputs, which may be indices, have theirs zeroed first in the graph). Others are copied,
     padded with zeros."""
     shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
     # a contiguous one's strides of dimensions of size 1 follow the sizes: the bucket's, where
-    # they place every element alike, keep the program's inputs the same at every size
-    strides = _contiguous_strides(shape) if _same_layout(t, sizes) else t.stride()
+    # they place every element alike, keep the program's inputs the same at every size; one
+    # laid out otherwise has strides that change with its size, each a program of its own: a
+    # copy instead
+    same = _same_layout(t, sizes)
+    strides = _contiguous_strides(shape) if same else t.stride()
     reach = sum((s - 1) * st for s, st in zip(shape, strides))
-    if all(st > 0 for st in strides) and reach < _room(t):
+    if all(st > 0 for st in strides) and reach < _room(t) and (same or not t.is_contiguous()):
         return t.as_strided(shape, strides, t.storage_offset())
     pad = [0] * (2 * t.dim())
     for d, b in sizes.items():
@@ -1022,13 +1025,15 @@ def _pad(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor:
 
 
 def _compact(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor | None:
-    """For the graph to spread: contiguous `t`, of another layout than at the buckets' sizes, as
-    a view of its storage at those sizes and their contiguous strides, whose first elements are
-    `t`'s in order; None where that needs a copy (which might as well be padded: _pad)."""
-    if _same_layout(t, sizes):
-        return None
+    """For the graph to spread: contiguous `t` in a storage longer than itself (a cache a graph
+    returned, grown in later calls), as a view of its storage at the buckets' sizes and their
+    contiguous strides, whose first elements are `t`'s in order; None where that needs a copy
+    (which might as well be padded: _pad) or `t` is all of its storage (a user's input, or, at
+    the bucket's own size, what a forward saved for its backward: padded already). At the
+    bucket's own size the spread moves nothing, but its program is the other sizes' one."""
     shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
-    if not t.is_contiguous() or _room(t) < math.prod(shape):
+    room = _room(t)
+    if not t.is_contiguous() or room < math.prod(shape) or room <= t.numel():
         return None
     return t.as_strided(shape, _contiguous_strides(shape), t.storage_offset())
 

@@ -312,7 +312,7 @@ def test_compiled_generate_with_the_default_cache_runs_in_buckets(fallback_error
     """generate() with transformers' default cache (DynamicCache, grown by a cat each token),
     its forward compiled with Dynamo's automatic dynamic shapes: the decoding graph runs in shape
     buckets, so a call over lengths already seen captures nothing and one reaching a new bucket
-    a few programs, with the CPU's tokens."""
+    two programs, with the CPU's tokens."""
     torch._dynamo.reset()
     cpu = _model("llama").eval()
     model = _model("llama").eval().to("tpu")
@@ -332,8 +332,8 @@ def test_compiled_generate_with_the_default_cache_runs_in_buckets(fallback_error
             assert after["compiled_eager_runs"] == before["compiled_eager_runs"]
             captures.append(after["compiled_captures"] - before["compiled_captures"])
     # the second call repeats the first's lengths; the third's cache grows from 16 to 44, into
-    # the buckets 32 and 64: at most three programs each
-    assert captures[1] == 0 and 0 < captures[2] <= 6, captures
+    # the buckets 32 and 64: at most two programs each
+    assert captures[1] == 0 and 0 < captures[2] <= 4, captures
     torch._dynamo.reset()
 
 
