@@ -387,10 +387,10 @@ class _Rewriter:
         g = self.graph
         shape = _shape(source)
         rank = len(shape)
+        padded = [g.call_function(_aten.sym_size.int, (value, d)) for d in range(rank)]
         at = None
         for d, size in enumerate(shape):
-            index = self.index(g.call_function(_aten.sym_size.int, (value, d)),
-                               _val(source).device)
+            index = self.index(padded[d], _val(source).device)
             index = g.call_function(_aten.view.default,
                                     (index, [-1 if k == d else 1 for k in range(rank)]))
             if at is None:
@@ -405,8 +405,7 @@ class _Rewriter:
             g.call_function(operator.sub, (total, 1))))
         flat = g.call_function(_aten.reshape.default, (value, [-1]))
         out = g.call_function(_aten.index_select.default, (flat, 0, at))
-        return g.call_function(_aten.view.default, (out, [
-            g.call_function(_aten.sym_size.int, (value, d)) for d in range(rank)]))
+        return g.call_function(_aten.view.default, (out, padded))
 
     def compacted(self, value, node):
         """`value` (at the bucket's sizes) as a flat tensor with its valid elements in order at
@@ -986,10 +985,15 @@ def _contiguous_strides(shape: list[int]) -> list[int]:
     return strides[::-1]
 
 
+def _at_buckets(t: torch.Tensor, sizes: dict[int, int]) -> list[int]:
+    """`t`'s shape with `sizes` along those dims."""
+    return [sizes.get(d, s) for d, s in enumerate(t.shape)]
+
+
 def _same_layout(t: torch.Tensor, sizes: dict[int, int]) -> bool:
     """Whether `t` is contiguous with its elements where a contiguous tensor at the buckets'
     `sizes` has them (the strides of its dimensions of size 1 aside)."""
-    shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
+    shape = _at_buckets(t, sizes)
     return t.is_contiguous() and all(n <= 1 or a == b for n, a, b in zip(
         t.shape, _contiguous_strides(shape), t.stride()))
 
@@ -1006,7 +1010,7 @@ def _pad(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor:
     and whatever the padding holds, the masks keep it out of every valid element (integer
     inputs, which may be indices, have theirs zeroed first in the graph). Others are copied,
     padded with zeros."""
-    shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
+    shape = _at_buckets(t, sizes)
     # a contiguous one's strides of dimensions of size 1 follow the sizes: the bucket's, where
     # they place every element alike, keep the program's inputs the same at every size; one
     # laid out otherwise has strides that change with its size, each a program of its own: a
@@ -1031,7 +1035,7 @@ def _compact(t: torch.Tensor, sizes: dict[int, int]) -> torch.Tensor | None:
     (which might as well be padded: _pad) or `t` is all of its storage (a user's input, or, at
     the bucket's own size, what a forward saved for its backward: padded already). At the
     bucket's own size the spread moves nothing, but its program is the other sizes' one."""
-    shape = [sizes.get(d, s) for d, s in enumerate(t.shape)]
+    shape = _at_buckets(t, sizes)
     room = _room(t)
     if not t.is_contiguous() or room < math.prod(shape) or room <= t.numel():
         return None
