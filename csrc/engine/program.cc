@@ -49,12 +49,20 @@ void Program::release_storages() {
   }
 }
 
+// A storage appears at most once in storages_ and argument_storages_. They are searched from the
+// end, where the storages of the latest ops are: a long DeferAndFuse program touches thousands.
 void Program::forget(StorageHandle* storage) {
-  for (StorageState& s : storages_) {
-    if (s.storage == storage) s.storage = nullptr;
+  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
+    if (s->storage == storage) {
+      s->storage = nullptr;
+      break;
+    }
   }
-  for (StorageHandle*& s : argument_storages_) {
-    if (s == storage) s = nullptr;
+  for (auto s = argument_storages_.rbegin(); s != argument_storages_.rend(); ++s) {
+    if (*s == storage) {
+      *s = nullptr;
+      break;
+    }
   }
 }
 
@@ -82,8 +90,8 @@ int Program::scalar(hlo::ElementType type, const void* bits) {
 }
 
 Program::StorageState& Program::state_of(StorageHandle* storage) {
-  for (StorageState& s : storages_) {
-    if (s.storage == storage) return s;
+  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
+    if (s->storage == storage) return *s;
   }
   StorageState s{storage, -1, storage->type()};
   if (deferred_) storage->set_pending(this);
@@ -115,6 +123,7 @@ int Program::read(TensorView view) {
                  lowering::Attrs().set_type("type", view.type).set("sizes", view.sizes));
   }
   StorageState& state = state_of(view.storage);
+  if (state.seen_at == state.current && same_view(state.seen_node, view)) return state.seen_value;
   int flat = state.current;
   if (flat < 0) {
     flat = apply("zeros", {},
@@ -122,12 +131,22 @@ int Program::read(TensorView view) {
                      .set_type("type", view.type)
                      .set("sizes", std::vector<int64_t>{view.storage->numel(view.type)}));
   }
-  return apply("view_read", {flat},
-               lowering::Attrs()
-                   .set_type("type", view.type)
-                   .set("sizes", std::move(view.sizes))
-                   .set("strides", std::move(view.strides))
-                   .set("offset", view.offset));
+  int node = apply("view_read", {flat},
+                   lowering::Attrs()
+                       .set_type("type", view.type)
+                       .set("sizes", std::move(view.sizes))
+                       .set("strides", std::move(view.strides))
+                       .set("offset", view.offset));
+  state.seen_at = state.current;
+  state.seen_node = state.seen_value = node;
+  return node;
+}
+
+bool Program::same_view(int node, const TensorView& view) const {
+  if (node < 0) return false;
+  const lowering::Attrs& a = nodes_[node].attrs;
+  return a.i("offset") == view.offset && a.type("type") == view.type &&
+         a.ints("sizes") == view.sizes && a.ints("strides") == view.strides;
 }
 
 void Program::write(TensorView view, int value) {
@@ -138,6 +157,8 @@ void Program::write(TensorView view, int value) {
   if (state.current >= 0) inputs.push_back(state.current);
   inputs.push_back(value);
   int64_t numel = view.storage->numel(view.type);
+  // Through a dense view (no element twice), reading the same view back is `value` itself.
+  bool dense = lowering::is_dense(view.sizes, view.strides);
   state.current = apply("view_write", std::move(inputs),
                         lowering::Attrs()
                             .set("sizes", std::move(view.sizes))
@@ -147,6 +168,9 @@ void Program::write(TensorView view, int value) {
                             .set_type("type", view.type));
   state.type = view.type;
   state.written = true;
+  state.seen_at = state.current;
+  state.seen_node = dense ? state.current : -1;
+  state.seen_value = value;
 }
 
 void Program::result(int value) {

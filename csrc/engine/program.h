@@ -123,9 +123,17 @@ class Program {
     bool written = false;
     int argument = -1;                          // its contents as an argument, if it had any
     hlo::ElementType read_type = hlo::ElementType::kU8;  // that argument's element type
+    // The value last read or written through one dense view of it, while `current` is still
+    // `seen_at`: reading that view again is that value, with no node (a weight read by every
+    // step's ops, an op's result read by the next op). `seen_node`'s attributes hold the view.
+    int seen_at = -2;
+    int seen_node = -1;
+    int seen_value = -1;
   };
 
   StorageState& state_of(StorageHandle* storage);
+  // Whether node `node` (a view_read or view_write) goes through exactly this view.
+  bool same_view(int node, const TensorView& view) const;
   // The scalar argument whose value node `node` writes, if it is a view_write filling a whole
   // storage with a scalar of the storage's type (through a cast that only broadcasts it), else -1.
   static int filled_from(const std::vector<Node>& nodes, int node, hlo::ElementType type);

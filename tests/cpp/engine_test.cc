@@ -201,6 +201,44 @@ TEST(Program, SameStructureHitsTheCache) {
   EXPECT_EQ(contents<float>(*a, ElementType::kF32), (std::vector<float>{13, 17, 21}));
 }
 
+// Reading a view again while its storage is unchanged is the value read before, and reading the
+// dense view just written is the written value: no node either time. Another view, a write in
+// between, or a write through a strided view reads through a node again; the values stay right.
+TEST(Program, ReadsOfAViewAlreadyReadOrWrittenAreNotRecordedAgain) {
+  auto a = storage_with({1, 2, 3, 4, 5, 6});
+  auto out = storage_with(std::vector<float>(6, 0));
+  TensorView whole{a.get(), ElementType::kF32, {2, 3}, {3, 1}, 0};
+  TensorView row{a.get(), ElementType::kF32, {3}, {1}, 3};
+  TensorView column{a.get(), ElementType::kF32, {2}, {3}, 1};
+  auto attrs = [](std::vector<int64_t> shape) {
+    return lowering::Attrs().set_type("type", ElementType::kF32).set("shape", std::move(shape));
+  };
+  Program p(0);
+  int first = p.read(whole);
+  size_t nodes = p.size();
+  EXPECT_EQ(p.read(whole), first);
+  EXPECT_EQ(p.size(), nodes);
+  EXPECT_NE(p.read(row), first);  // another view of the same storage
+  EXPECT_GT(p.size(), nodes);
+  int doubled = p.apply("add", {first, first}, attrs({2, 3}));
+  p.write(whole, doubled);
+  nodes = p.size();
+  EXPECT_EQ(p.read(whole), doubled);  // what was just written through it
+  EXPECT_EQ(p.size(), nodes);
+  int r = p.read(row);  // stale before the write: read again
+  EXPECT_NE(r, doubled);
+  int c = p.read(column);
+  p.write(column, p.apply("neg", {c}, attrs({2})));  // strided: no element twice, but not dense
+  nodes = p.size();
+  int again = p.read(column);
+  EXPECT_GT(p.size(), nodes);
+  p.write(TensorView{out.get(), ElementType::kF32, {3}, {1}, 0}, r);
+  p.write(TensorView{out.get(), ElementType::kF32, {2}, {1}, 3}, again);
+  p.run();
+  EXPECT_EQ(contents<float>(*a, ElementType::kF32), (std::vector<float>{2, -4, 6, 8, -10, 12}));
+  EXPECT_EQ(contents<float>(*out, ElementType::kF32), (std::vector<float>{8, 10, 12, -4, -10, 0}));
+}
+
 // Negates `from` into `to` through the eager modes' recording path.
 void record_negate(StorageHandle& from, StorageHandle& to) {
   Recording r(0);
