@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "aten/cpu_verdict.h"
@@ -80,18 +81,21 @@ bool is_scalar_type(const c10::Argument& arg) {
 
 // Scalars that choose an algorithm rather than a value (a norm's order, an upsampling's scales,
 // which fix its source positions): attributes, part of the cache key, instead of device arguments.
+// Names are compared as views: a length check first, where a string's == against a literal
+// measures the literal and compares (these run for each scalar of every op).
 bool is_static_scalar(const c10::Argument& arg) {
-  const std::string& n = arg.name();
-  return is_scalar_type(arg) && (n == "ord" || n == "p" || n == "scales" || n == "scales_d" ||
-                                 n == "scales_h" || n == "scales_w");
+  std::string_view n = arg.name();
+  return (n == "ord" || n == "p" || n == "scales" || n == "scales_d" || n == "scales_h" ||
+          n == "scales_w") &&
+         is_scalar_type(arg);
 }
 
 // Scalars that take part in type promotion, as wrapped numbers in PyTorch's TensorIterator ops
 // (alpha, beta, value, weight and the like do not).
 bool promotes(const c10::Argument& arg) {
-  static const char* const kNames[] = {"self", "other", "exponent", "min", "max"};
+  static constexpr std::string_view kNames[] = {"self", "other", "exponent", "min", "max"};
   if (kind_of(arg) != c10::TypeKind::NumberType) return false;
-  for (const char* name : kNames) {
+  for (std::string_view name : kNames) {
     if (arg.name() == name) return true;
   }
   return false;
@@ -349,10 +353,12 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   engine::Recording recording(device.index());
   engine::Program& p = recording.program();
   std::vector<int> operands;
+  operands.reserve(arguments.size());
   lowering::Attrs attrs;
   at::native::ResultTypeState promotion;
   bool promoted = false;
   std::vector<hlo::Shape> operand_shapes;
+  operand_shapes.reserve(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].is_out()) continue;
     add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
@@ -407,9 +413,11 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args(stack->end() - arguments.size(), stack->end());
   torch::jit::drop(*stack, arguments.size());
 
-  std::vector<std::vector<at::Tensor>> held;
+  std::vector<std::vector<at::Tensor>> held;  // each argument's tensors
+  held.reserve(args.size());
   for (const c10::IValue& v : args) held.push_back(tensors_of(v));
   std::vector<const at::Tensor*> all;
+  all.reserve(args.size());
   for (const auto& list : held) {
     for (const at::Tensor& t : list) all.push_back(&t);
   }
@@ -426,7 +434,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
   bool factory = true;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!arguments[i].is_out() && !tensors_of(args[i]).empty()) factory = false;
+    if (!arguments[i].is_out() && !held[i].empty()) factory = false;
   }
   for (size_t i = 0; i < args.size(); ++i) {
     add_key(key, args[i], is_scalar_type(arguments[i]),
