@@ -13,6 +13,7 @@
 #include <c10/util/Exception.h>
 
 #include <sstream>
+#include <string_view>
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
@@ -205,7 +206,7 @@ bool put_as_masked_fill(const c10::FunctionSchema& schema, const std::vector<c10
 
 bool prepare_index_arguments(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
                              torch::jit::Stack* stack) {
-  const std::string& name = op.schema().name();
+  std::string_view name = op.schema().name();  // a length check first in each comparison
   if (name == "aten::index_select") {
     check_index_select(args);
     return false;

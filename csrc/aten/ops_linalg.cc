@@ -21,6 +21,7 @@
 
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
@@ -172,7 +173,7 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
 }
 
 void prepare_linalg_arguments(const c10::OperatorHandle& op, std::vector<c10::IValue>& args) {
-  const std::string& name = op.schema().name();
+  std::string_view name = op.schema().name();  // run for every op: a length check first
   if (name != "aten::_linalg_det" && name != "aten::_linalg_slogdet") return;
   // PyTorch's kernels factor A^T when A is contiguous and real (det(A^T) = det(A), and LAPACK
   // wants column-major), and their backward solves with the LU they returned on that

@@ -41,7 +41,7 @@ std::string out_of_bounds(int64_t dim, int64_t size) {
 }
 
 const c10::IValue* argument(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-                            const char* name) {
+                            std::string_view name) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (schema.arguments()[i].name() == name) return &args[i];
   }
@@ -51,8 +51,9 @@ const c10::IValue* argument(const c10::FunctionSchema& schema, const std::vector
 // The index tensors of an op bound to `rule`, with their bounds and the error PyTorch's CPU
 // kernel raises for a value outside them. Ops whose indices are known to be valid
 // (_unsafe_index, unsafe index_put) have none.
-// `rule` is a view so that each comparison below is a length check for most rules (a string's
-// == against a literal measures and compares the literal: some 25 of them cost every op 0.2 us).
+// Names here and in the other checks every op runs are compared as views: a length check first,
+// where a string's == against a literal measures the literal and compares (some 25 of them, with
+// the argument lookups, cost every op 0.2 us).
 std::vector<IndexAssert> index_bounds(std::string_view rule, const c10::FunctionSchema& schema,
                                      const std::vector<c10::IValue>& args) {
   auto arg = [&](const char* name) { return argument(schema, args, name); };
@@ -215,7 +216,7 @@ std::vector<IndexAssert> index_bounds(std::string_view rule, const c10::Function
 
 // PyTorch's name for an op in the LinAlgError it raises when check_errors=True and the op's
 // `info` output is not zero.
-const char* checked_linalg_op(const std::string& op) {
+const char* checked_linalg_op(std::string_view op) {
   if (op == "aten::linalg_cholesky_ex") return "linalg.cholesky_ex";
   if (op == "aten::linalg_inv_ex") return "linalg.inv_ex";
   if (op == "aten::_linalg_solve_ex") return "torch.linalg.solve_ex";
@@ -275,7 +276,7 @@ void record_index_asserts(engine::Program& p, const std::vector<IndexAssert>& as
 
 void check_linalg_errors(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                          const std::vector<at::Tensor>& outputs) {
-  if (schema.name() == "aten::cholesky_inverse") {
+  if (std::string_view(schema.name()) == "aten::cholesky_inverse") {
     // LAPACK inverts the triangular factor, which fails at its first zero diagonal entry.
     const at::Tensor& factor = argument(schema, args, "self")->toTensor();
     if (factor.numel() == 0) return;
