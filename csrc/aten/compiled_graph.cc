@@ -211,20 +211,10 @@ std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs)
     }
     // Kept: a constant of the graph (bound again by every replay), or a buffer held elsewhere
     // too (a tensor sharing it, a copy in flight).
-    std::vector<int64_t> keep;
-    // The buffers given over outlive this call in the launch (Runtime::execute's `hold`).
-    std::shared_ptr<std::vector<std::shared_ptr<pjrt::Buffer>>> given;
-    for (int64_t k : donated_) {
-      if (arguments_[k].fixed || !engine::donatable(*buffers[k], 1)) {
-        keep.push_back(k);
-        continue;
-      }
-      if (!given) given = std::make_shared<std::vector<std::shared_ptr<pjrt::Buffer>>>();
-      given->push_back(*buffers[k]);
-    }
-    engine::count_donations(donated_.size() - keep.size());
+    engine::Donations given = engine::donations(
+        donated_, buffers, [&](int64_t k) { return arguments_[k].fixed != nullptr; });
     std::vector<std::shared_ptr<pjrt::Buffer>> results =
-        runtime.execute(*executable_, args, device_, keep, given);
+        runtime.execute(*executable_, args, device_, given.keep, given.given);
     for (size_t k = 0; k < targets_.size(); ++k) {
       const Target& t = targets_[k];
       std::shared_ptr<pjrt::Buffer> buffer = std::move(results[k]);

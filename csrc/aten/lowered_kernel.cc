@@ -9,17 +9,20 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
 
+#include "aten/TpuAllocator.h"
 #include "aten/cpu_verdict.h"
 #include "aten/ops.h"
 #include "aten/tensor_view.h"
 #include "aten/value_checks.h"
 #include "engine/compile_log.h"
 #include "engine/eager.h"
+#include "engine/runtime.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::aten {
@@ -61,11 +64,12 @@ c10::IValue to_meta(const c10::IValue& v) {
   return map_tensors(v, [](const at::Tensor& t) { return to_meta(t); });
 }
 
-int scalar_operand(engine::Program& p, const c10::Scalar& s) {
-  if (s.isBoolean()) return scalar_argument(p, s, at::kBool);
-  if (s.isIntegral(false)) return scalar_argument(p, s, at::kLong);
-  if (s.isComplex()) return scalar_argument(p, s, at::kComplexDouble);
-  return scalar_argument(p, s, at::kDouble);
+// The dtype a Python number is given to a program in, by its kind.
+at::ScalarType operand_dtype(const c10::Scalar& s) {
+  if (s.isBoolean()) return at::kBool;
+  if (s.isIntegral(false)) return at::kLong;
+  if (s.isComplex()) return at::kComplexDouble;
+  return at::kDouble;
 }
 
 // The argument's type, looking through Optional.
@@ -101,10 +105,19 @@ bool promotes(const c10::Argument& arg) {
   return false;
 }
 
-// Adds argument `arg` with value `v`: tensors and scalars as operands, the rest as attributes.
-void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValue& v,
-                  std::vector<int>& operands, lowering::Attrs& attrs,
-                  at::native::ResultTypeState& promotion, bool& promoted) {
+// A scalar operand: the argument that holds it (a Python number or a CPU 0-d tensor) and the
+// dtype it is given to the program in.
+struct ScalarOperand {
+  size_t argument;
+  at::ScalarType dtype;
+};
+
+// Adds argument `index`, `arg` with value `v`: tensors and scalars as operands (each scalar also
+// listed in `scalars`), the rest as attributes.
+void add_argument(engine::Program& p, size_t index, const c10::Argument& arg,
+                  const c10::IValue& v, std::vector<int>& operands, lowering::Attrs& attrs,
+                  at::native::ResultTypeState& promotion, bool& promoted,
+                  std::vector<ScalarOperand>& scalars) {
   const std::string& name = arg.name();
   if (v.isNone() && kind_of(arg) == c10::TypeKind::TensorType) {
     attrs.set(name + "_absent", int64_t{1});
@@ -118,8 +131,12 @@ void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValu
     }
     promotion = at::native::update_result_type_state(t, promotion);
     promoted = true;
-    operands.push_back(is_cpu_scalar(t) ? scalar_argument(p, t.item(), t.scalar_type())
-                                        : p.read(view_of(t)));
+    if (is_cpu_scalar(t)) {
+      scalars.push_back({index, t.scalar_type()});
+      operands.push_back(scalar_argument(p, t.item(), t.scalar_type()));
+    } else {
+      operands.push_back(p.read(view_of(t)));
+    }
   } else if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isDoubleList() &&
                                   !v.isBoolList())) {
     std::vector<int64_t> present;
@@ -141,7 +158,8 @@ void add_argument(engine::Program& p, const c10::Argument& arg, const c10::IValu
       promotion = at::native::update_result_type_state(s, promotion);
       promoted = true;
     }
-    operands.push_back(scalar_operand(p, s));
+    scalars.push_back({index, operand_dtype(s)});
+    operands.push_back(scalar_argument(p, s, scalars.back().dtype));
   } else if (v.isNone()) {
     // an absent optional attribute: rules test attrs.has(name)
   } else if (kind_of(arg) == c10::TypeKind::DeviceObjType ||
@@ -195,33 +213,50 @@ struct ReturnSpec {
 };
 using MetaResult = std::vector<ReturnSpec>;
 
-// Meta results by call signature (dtypes, sizes, strides, attribute values; not scalar values),
-// so PyTorch's meta function, written in Python for most ops, runs once per signature.
-class MetaCache {
+// Results by call signature, shared and never changed once stored: another thread may be reading
+// one while this one inserts the same signature, or clears the table. Past `most` entries the
+// table starts again, which bounds what shape-varying loads hold.
+template <typename T>
+class SignatureCache {
  public:
-  // Results are shared and never changed once stored: another thread may be reading one while
-  // this one inserts the same signature, or clears the table.
-  using Entry = std::shared_ptr<const MetaResult>;
+  using Entry = std::shared_ptr<const T>;
+  explicit SignatureCache(size_t most) : most_(most) {}
   Entry find(const hlo::Fingerprint& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = results_.find(key);
     return it == results_.end() ? nullptr : it->second;
   }
   // The result stored for `key`: `result`, or the one another thread stored first.
-  Entry insert(const hlo::Fingerprint& key, MetaResult result) {
+  Entry insert(const hlo::Fingerprint& key, T result) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (results_.size() > 100000) results_.clear();  // bounds memory on shape-varying loads
-    return results_.try_emplace(key, std::make_shared<const MetaResult>(std::move(result)))
-        .first->second;
+    if (results_.size() >= most_) results_.clear();
+    return results_.try_emplace(key, std::make_shared<const T>(std::move(result))).first->second;
   }
 
  private:
+  const size_t most_;
   std::mutex mutex_;
   std::unordered_map<hlo::Fingerprint, Entry, hlo::FingerprintHash> results_;
 };
 
-MetaCache& meta_cache() {
-  static MetaCache* cache = new MetaCache();
+// PyTorch's meta function's results by call signature (dtypes, sizes, strides, attribute values;
+// not scalar values), so that function, written in Python for most ops, runs once per signature.
+SignatureCache<MetaResult>& meta_cache() {
+  static auto* cache = new SignatureCache<MetaResult>(100000);
+  return *cache;
+}
+
+// Strict and Debug: an op's program once run, kept to run the same op again without recording it
+// (engine::OpReplay), with where its scalar operands come from.
+struct KeptOp {
+  engine::OpReplay program;
+  std::vector<ScalarOperand> scalars;
+};
+
+// Kept ops by rule, call signature and storage layout (replay_key). Each holds its executable:
+// the bound keeps what outlives the executable cache's own bound small.
+SignatureCache<KeptOp>& kept_ops() {
+  static auto* cache = new SignatureCache<KeptOp>(1024);
   return *cache;
 }
 
@@ -253,6 +288,10 @@ void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bo
   } else if (v.isIntList()) {
     f.add(int64_t{5});
     f.add(v.toIntVector());
+  } else if (v.isBoolList()) {  // an output mask: which outputs the op makes
+    f.add(int64_t{10});
+    f.add(static_cast<int64_t>(v.toBoolList().size()));
+    for (bool b : v.toBoolList()) f.add(int64_t{b});
   } else if (v.isString()) {
     f.add(int64_t{6});
     f.add(v.toStringRef());
@@ -314,6 +353,14 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
                       std::vector<int64_t>(m.strides().begin(), m.strides().end()),
                       m.scalar_type()};
   };
+  // Batch norm's backward leaves out the gradients its output mask does not ask for, as its CPU
+  // kernel does, where its meta function makes them all. (Other ops' meta functions follow
+  // their masks already, or, as grid_sampler's backward, make what the CPU kernel makes.)
+  std::optional<int> mask;
+  if (schema.name() == "aten::native_batch_norm_backward" ||
+      schema.name() == "aten::batch_norm_backward") {
+    mask = schema.argumentIndexWithName("output_mask");
+  }
   MetaResult result;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     const c10::IValue& meta = stack.at(r);
@@ -324,6 +371,10 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
       ret.outputs.push_back(spec(meta_inputs[ret.aliased_argument].toTensor()));
     } else if (meta.isTensor()) {
       ret.outputs.push_back(spec(meta.toTensor()));
+      if (mask && args[*mask].isBoolList() && r < args[*mask].toBoolList().size() &&
+          !args[*mask].toBoolList().get(r)) {
+        ret.outputs.back().defined = false;
+      }
     } else {
       for (const at::Tensor& m : meta.toTensorVector()) ret.outputs.push_back(spec(m));
     }
@@ -345,11 +396,89 @@ void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
   f.add_ints(t.strides().data(), t.strides().size());
 }
 
+namespace {
+
+// The key of an op's kept program: its rule, device and call signature, its outputs' geometry,
+// and how its tensors lie in their storages (which share one, where each view starts, each
+// storage's size, element type and whether it has contents), which fix the program's arguments
+// and outputs. Lists each storage once in `storages`, inputs' first. False when the op is not
+// kept: no input has contents to read (a fill, which is made on the host where its shapes vary).
+bool replay_key(const std::string& rule, const c10::FunctionSchema& schema,
+                const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
+                c10::Device device, hlo::Fingerprint& key,
+                std::vector<engine::StorageHandle*>& storages) {
+  const auto& arguments = schema.arguments();
+  key.reserve(512);
+  key.add(rule);
+  key.add(int64_t{device.index()});
+  bool reads = false;
+  auto add_storage = [&](const at::Tensor& t) {
+    engine::StorageHandle* storage = &storage_handle(t.storage());
+    auto it = std::find(storages.begin(), storages.end(), storage);
+    key.add(static_cast<int64_t>(it - storages.begin()));
+    key.add(t.storage_offset());
+    if (it != storages.end()) return storage;
+    storages.push_back(storage);
+    key.add(static_cast<int64_t>(storage->nbytes()));
+    key.add(static_cast<int64_t>(storage->type()));
+    key.add(int64_t{storage->buffer() != nullptr});
+    return storage;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (arguments[i].is_out()) continue;
+    add_key(key, args[i], is_scalar_type(arguments[i]), is_static_scalar(arguments[i]));
+    const c10::IValue& v = args[i];
+    if (!v.isTensor() && !v.isTensorList() &&
+        !(v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList())) {
+      continue;
+    }
+    for (const at::Tensor& t : tensors_of(v)) {
+      if (is_cpu_scalar(t) && v.isTensor()) continue;  // a scalar operand
+      if (!t.is_privateuseone()) return false;
+      if (add_storage(t)->buffer() != nullptr && t.numel() > 0) reads = true;
+    }
+  }
+  for (const at::Tensor& t : outputs) {
+    add_tensor_key(key, t);
+    if (t.defined()) add_storage(t);
+  }
+  return reads;
+}
+
+// Runs a kept op on this call's storages and scalars.
+void replay(const KeptOp& op, const std::vector<c10::IValue>& args,
+            const std::vector<engine::StorageHandle*>& storages, c10::Device device) {
+  engine::Runtime& runtime = engine::Runtime::get();
+  std::vector<std::shared_ptr<pjrt::Buffer>> scalars;
+  scalars.reserve(op.scalars.size());
+  for (const ScalarOperand& s : op.scalars) {
+    const c10::IValue& v = args[s.argument];
+    ScalarBits bits = scalar_bits(v.isTensor() ? v.toTensor().item() : v.toScalar(), s.dtype);
+    scalars.push_back(runtime.scalar(bits.type, bits.bits, device.index()));
+  }
+  engine::replay(device.index(), op.program, storages, scalars);
+}
+
+}  // namespace
+
 void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
               c10::Device device) {
   const auto& arguments = schema.arguments();
   std::vector<IndexAssert> asserts = index_asserts(rule, schema, args);
+  // Strict and Debug keep each op's program, to run the same op on storages laid out the same way
+  // again without recording it; an op with index checks records them each time.
+  hlo::Fingerprint key;
+  std::vector<engine::StorageHandle*> storages;
+  bool keep = !engine::deferring() && asserts.empty() &&
+              replay_key(rule, schema, args, outputs, device, key, storages);
+  if (keep) {
+    if (SignatureCache<KeptOp>::Entry kept = kept_ops().find(key)) {
+      replay(*kept, args, storages, device);
+      return;
+    }
+  }
+  std::vector<ScalarOperand> scalars;
   engine::Recording recording(device.index());
   engine::Program& p = recording.program();
   std::vector<int> operands;
@@ -361,7 +490,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   operand_shapes.reserve(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].is_out()) continue;
-    add_argument(p, arguments[i], args[i], operands, attrs, promotion, promoted);
+    add_argument(p, i, arguments[i], args[i], operands, attrs, promotion, promoted, scalars);
     // The shapes of the operands it added, in order.
     const c10::IValue& v = args[i];
     if (v.isTensor() || v.isTensorList() || (v.isList() && !v.isIntList() && !v.isBoolList())) {
@@ -400,7 +529,12 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
       if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
     }
     record_index_asserts(p, asserts);
-    recording.finish();
+    engine::Launch launch;
+    recording.finish(keep ? &launch : nullptr);
+    KeptOp kept{{}, std::move(scalars)};
+    if (keep && engine::OpReplay::of(launch, storages, kept.scalars.size(), &kept.program)) {
+      kept_ops().insert(key, std::move(kept));
+    }
   } catch (const lowering::Refused& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   }
@@ -446,7 +580,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       run_on_host_when_shapes_vary(op, args, all, key, stack)) {
     return;
   }
-  MetaCache::Entry meta = meta_cache().find(key);
+  SignatureCache<MetaResult>::Entry meta = meta_cache().find(key);
   if (meta == nullptr) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
     bool judged = needs_cpu_verdict(schema, args, binding.elementwise);

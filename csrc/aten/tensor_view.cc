@@ -3,6 +3,8 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+
 #include "aten/TpuAllocator.h"
 
 namespace torchtpu::aten {
@@ -46,35 +48,41 @@ engine::TensorView view_of(const at::Tensor& t) {
 namespace {
 
 template <typename T>
-int scalar_of(engine::Program& p, ElementType type, T value) {
-  return p.scalar(type, &value);
+ScalarBits bits_of(ElementType type, T value) {
+  static_assert(sizeof(T) <= sizeof(ScalarBits::bits));
+  ScalarBits b{type};
+  std::memcpy(b.bits, &value, sizeof(T));
+  return b;
 }
 
 }  // namespace
 
-int scalar_argument(engine::Program& p, const c10::Scalar& value, c10::ScalarType dtype) {
+ScalarBits scalar_bits(const c10::Scalar& value, c10::ScalarType dtype) {
   ElementType type = element_type(dtype);
   switch (dtype) {
-    case c10::ScalarType::Bool: return scalar_of(p, type, value.to<bool>());
-    case c10::ScalarType::Byte: return scalar_of(p, type, value.to<uint8_t>());
-    case c10::ScalarType::Char: return scalar_of(p, type, value.to<int8_t>());
-    case c10::ScalarType::Short: return scalar_of(p, type, value.to<int16_t>());
-    case c10::ScalarType::Int: return scalar_of(p, type, value.to<int32_t>());
-    case c10::ScalarType::Long: return scalar_of(p, type, value.to<int64_t>());
-    case c10::ScalarType::UInt16: return scalar_of(p, type, value.to<uint16_t>());
-    case c10::ScalarType::UInt32: return scalar_of(p, type, value.to<uint32_t>());
-    case c10::ScalarType::UInt64: return scalar_of(p, type, value.to<uint64_t>());
-    case c10::ScalarType::Half: return scalar_of(p, type, value.to<c10::Half>());
-    case c10::ScalarType::BFloat16: return scalar_of(p, type, value.to<c10::BFloat16>());
-    case c10::ScalarType::Float: return scalar_of(p, type, value.to<float>());
-    case c10::ScalarType::Double: return scalar_of(p, type, value.to<double>());
-    case c10::ScalarType::ComplexFloat:
-      return scalar_of(p, type, value.to<c10::complex<float>>());
-    case c10::ScalarType::ComplexDouble:
-      return scalar_of(p, type, value.to<c10::complex<double>>());
-    default: element_type(dtype);  // raises
+    case c10::ScalarType::Bool: return bits_of(type, value.to<bool>());
+    case c10::ScalarType::Byte: return bits_of(type, value.to<uint8_t>());
+    case c10::ScalarType::Char: return bits_of(type, value.to<int8_t>());
+    case c10::ScalarType::Short: return bits_of(type, value.to<int16_t>());
+    case c10::ScalarType::Int: return bits_of(type, value.to<int32_t>());
+    case c10::ScalarType::Long: return bits_of(type, value.to<int64_t>());
+    case c10::ScalarType::UInt16: return bits_of(type, value.to<uint16_t>());
+    case c10::ScalarType::UInt32: return bits_of(type, value.to<uint32_t>());
+    case c10::ScalarType::UInt64: return bits_of(type, value.to<uint64_t>());
+    case c10::ScalarType::Half: return bits_of(type, value.to<c10::Half>());
+    case c10::ScalarType::BFloat16: return bits_of(type, value.to<c10::BFloat16>());
+    case c10::ScalarType::Float: return bits_of(type, value.to<float>());
+    case c10::ScalarType::Double: return bits_of(type, value.to<double>());
+    case c10::ScalarType::ComplexFloat: return bits_of(type, value.to<c10::complex<float>>());
+    case c10::ScalarType::ComplexDouble: return bits_of(type, value.to<c10::complex<double>>());
+    default: break;  // element_type raised
   }
-  return -1;
+  return ScalarBits{type};
+}
+
+int scalar_argument(engine::Program& p, const c10::Scalar& value, c10::ScalarType dtype) {
+  ScalarBits b = scalar_bits(value, dtype);
+  return p.scalar(b.type, b.bits);
 }
 
 bool is_cpu_scalar(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }

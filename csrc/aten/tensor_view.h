@@ -15,6 +15,12 @@ namespace torchtpu::aten {
 hlo::ElementType element_type(c10::ScalarType dtype);
 // The tensor's storage, sizes, strides and offset, in its own dtype.
 engine::TensorView view_of(const at::Tensor& t);
+// `value` converted to `dtype`: its element type and bits (zero past its width).
+struct ScalarBits {
+  hlo::ElementType type;
+  uint64_t bits[2] = {0, 0};
+};
+ScalarBits scalar_bits(const c10::Scalar& value, c10::ScalarType dtype);
 // Adds `value` converted to `dtype` to the program as a cached 0-d argument.
 int scalar_argument(engine::Program& p, const c10::Scalar& value, c10::ScalarType dtype);
 // A CPU 0-d tensor (a wrapped Python number or a 0-d CPU tensor) may join a tpu op as a scalar.

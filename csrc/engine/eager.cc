@@ -1,6 +1,7 @@
 #include "engine/eager.h"
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
@@ -71,6 +72,7 @@ Pending& pending(int device) {
 }
 
 std::atomic<int64_t> flushes{0}, flushed_nodes{0}, fused_hits{0}, fused_misses{0}, repeats{0};
+std::atomic<uint64_t> replays{0};  // ops run again by replay()
 
 std::atomic<int> capture_device{-1};
 std::atomic<bool> capture_broken{false};
@@ -226,9 +228,43 @@ Recording::Recording(int device) : device_(device) {
 
 Recording::~Recording() = default;
 
-void Recording::finish() {
+uint64_t op_replays() { return replays.load(std::memory_order_relaxed); }
+
+void replay(int device, const OpReplay& op, const std::vector<StorageHandle*>& storages,
+            const std::vector<std::shared_ptr<pjrt::Buffer>>& scalars) {
+  EngineWork work;
+  refuse_in_forked_child();
+  Pending& p = pending(device);
+  std::lock_guard<std::recursive_mutex> lock(p.mutex);
+  run_pending(p);
+  std::vector<PJRT_Buffer*> args;
+  // The storages' own references, so a buffer nothing else holds counts one holder.
+  std::vector<const std::shared_ptr<pjrt::Buffer>*> buffers;
+  args.reserve(op.arguments.size());
+  buffers.reserve(op.arguments.size());
+  size_t scalar = 0;
+  for (int k : op.arguments) {
+    const std::shared_ptr<pjrt::Buffer>& buffer =
+        k >= 0 ? storages[k]->buffer() : scalars.at(scalar++);
+    if (!buffer) throw std::logic_error("torchtpu: a kept op's argument has no buffer");
+    args.push_back(buffer->raw());
+    buffers.push_back(&buffer);
+  }
+  Donations given = donations(op.donated, buffers);
+  Runtime& runtime = Runtime::get();
+  runtime.executables().count_hit();
+  std::vector<std::shared_ptr<pjrt::Buffer>> outputs =
+      runtime.execute(*op.executable, args, device, given.keep, given.given);
+  for (size_t k = 0; k < op.written.size(); ++k) {
+    storages[op.written[k]]->set_buffer(std::move(outputs[k]), op.written_types[k]);
+  }
+  replays.fetch_add(1, std::memory_order_relaxed);
+  if (eager_mode() == EagerMode::kDebug) runtime.synchronize(device);
+}
+
+void Recording::finish(Launch* launch) {
   if (own_) {
-    own_->run();
+    own_->run(launch);
     if (eager_mode() == EagerMode::kDebug) Runtime::get().synchronize(device_);
     return;
   }

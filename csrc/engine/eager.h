@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/exit_gate.h"
 #include "engine/program.h"
@@ -73,8 +74,9 @@ class Recording {
 
   Program& program() { return *program_; }
   // Strict: runs the op; Debug: runs it and waits; DeferAndFuse: runs the pending program only
-  // once it has grown past the size bound.
-  void finish();
+  // once it has grown past the size bound. With `launch` (Strict and Debug), also says what the
+  // op's program bound and wrote, to keep it as an OpReplay.
+  void finish(Launch* launch = nullptr);
 
  private:
   EngineWork work_;  // first in, last out: no lock is held where it may wait
@@ -83,5 +85,13 @@ class Recording {
   Program* program_;
   int device_;
 };
+
+// Strict and Debug: runs an op again as its kept program (OpReplay) on `storages`, which lie as
+// those it was made from did, and `scalars`, its scalar arguments' buffers in order: what a
+// Recording of the op would do, without recording it. Debug waits for it.
+void replay(int device, const OpReplay& op, const std::vector<StorageHandle*>& storages,
+            const std::vector<std::shared_ptr<pjrt::Buffer>>& scalars);
+// Ops run by replay() so far in this process (a metric).
+uint64_t op_replays();
 
 }  // namespace torchtpu::engine

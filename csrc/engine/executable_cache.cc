@@ -115,6 +115,11 @@ void ExecutableCache::evict_oldest() {
   ++stats_.evictions;
 }
 
+void ExecutableCache::count_hit() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.hits;
+}
+
 bool ExecutableCache::contains(const hlo::Fingerprint& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return executables_.count(key) > 0;

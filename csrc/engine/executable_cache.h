@@ -46,6 +46,9 @@ class ExecutableCache {
                                                      const std::string& error,
                                                      const std::function<std::string()>& emit,
                                                      const pjrt::Client& client);
+  // Counts a hit of an executable its holder kept and ran again without looking it up (an op
+  // replayed, eager.h's replay()).
+  void count_hit();
   // Whether `key` has an executable in this process (the disk cache is not asked).
   bool contains(const hlo::Fingerprint& key) const;
   CacheStats stats() const;

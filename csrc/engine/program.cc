@@ -356,11 +356,53 @@ bool donatable(const std::shared_ptr<pjrt::Buffer>& buffer, long holders) {
 }
 
 namespace {
-std::atomic<uint64_t> donations{0};
+std::atomic<uint64_t> donated_so_far{0};
 }  // namespace
 
-uint64_t donated_buffers() { return donations.load(std::memory_order_relaxed); }
-void count_donations(size_t n) { donations.fetch_add(n, std::memory_order_relaxed); }
+uint64_t donated_buffers() { return donated_so_far.load(std::memory_order_relaxed); }
+void count_donations(size_t n) { donated_so_far.fetch_add(n, std::memory_order_relaxed); }
+
+Donations donations(const std::vector<int64_t>& donated,
+                    const std::vector<const std::shared_ptr<pjrt::Buffer>*>& buffers,
+                    const std::function<bool(int64_t)>& fixed) {
+  Donations d;
+  for (int64_t k : donated) {
+    if ((fixed && fixed(k)) || !donatable(*buffers[k], 1)) {
+      d.keep.push_back(k);
+      continue;
+    }
+    if (!d.given) d.given = std::make_shared<std::vector<std::shared_ptr<pjrt::Buffer>>>();
+    d.given->push_back(*buffers[k]);
+  }
+  count_donations(donated.size() - d.keep.size());
+  return d;
+}
+
+bool OpReplay::of(const Launch& launch, const std::vector<StorageHandle*>& storages,
+                  size_t scalars, OpReplay* out) {
+  if (!launch.executable || launch.results > 0) return false;
+  auto index = [&](StorageHandle* storage) {
+    auto it = std::find(storages.begin(), storages.end(), storage);
+    return it == storages.end() ? -1 : static_cast<int>(it - storages.begin());
+  };
+  OpReplay op;
+  size_t scalar = 0;
+  for (StorageHandle* storage : launch.argument_storages) {
+    int k = storage == nullptr ? -1 : index(storage);
+    if (storage == nullptr ? scalar++ >= scalars : k < 0) return false;
+    op.arguments.push_back(k);
+  }
+  if (scalar != scalars) return false;
+  for (StorageHandle* storage : launch.written) {
+    op.written.push_back(index(storage));
+    if (op.written.back() < 0) return false;
+  }
+  op.executable = launch.executable;
+  op.donated = launch.donated;
+  op.written_types = launch.written_types;
+  *out = std::move(op);
+  return true;
+}
 
 std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
   size_t written = 0;

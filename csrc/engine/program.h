@@ -3,6 +3,7 @@
 // emitted when the executable cache misses. In Strict mode each ATen op records and runs one.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,12 +46,43 @@ struct Launch {
   std::vector<int64_t> donated;
 };
 
+// One op's program as a Strict or Debug run bound it, kept so that the same op on storages laid
+// out the same way runs again without being recorded (csrc/aten/lowered_kernel.cc keys it by the
+// op's call signature and its storages' layout; eager.h's replay() runs it).
+struct OpReplay {
+  std::shared_ptr<pjrt::Executable> executable;
+  // Per argument of the executable: the index of its storage among the op's storages, or -1 for
+  // the op's next scalar argument.
+  std::vector<int> arguments;
+  std::vector<int64_t> donated;  // the arguments it may take over (Launch::donated)
+  // Per output: the index of the storage it is written into, and in which element type.
+  std::vector<int> written;
+  std::vector<hlo::ElementType> written_types;
+
+  // What `launch`, a run of the op's program over `storages` with `scalars` scalar arguments,
+  // bound; false (and `out` unset) when it bound anything else (a result asked for, a buffer of
+  // no storage of the op's but a scalar) or ran no program.
+  static bool of(const Launch& launch, const std::vector<StorageHandle*>& storages,
+                 size_t scalars, OpReplay* out);
+};
+
 // Whether a run may hand `buffer` to its program's output: nothing but its storage holds it
 // (`holders`: the references the caller knows of), and it is not host memory on loan.
 bool donatable(const std::shared_ptr<pjrt::Buffer>& buffer, long holders);
 // Buffers donated so far in this process (a metric), and counting `n` more.
 uint64_t donated_buffers();
 void count_donations(size_t n);
+// What a replay of a program gives over of the arguments it may take over (`donated`): each
+// whose buffer nothing but its holder holds (`buffers`: the holders' own references) and
+// `fixed` does not mark (a constant bound again by every replay). Counts them.
+struct Donations {
+  std::vector<int64_t> keep;  // the others, copied by the program instead
+  // The buffers given over, which must outlive the launch (Runtime::execute's `hold`).
+  std::shared_ptr<std::vector<std::shared_ptr<pjrt::Buffer>>> given;
+};
+Donations donations(const std::vector<int64_t>& donated,
+                    const std::vector<const std::shared_ptr<pjrt::Buffer>*>& buffers,
+                    const std::function<bool(int64_t)>& fixed = nullptr);
 // Storages filled from host memory instead of by a compiled program (see Program::run), so far.
 uint64_t host_fills();
 

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -160,10 +161,8 @@ std::shared_ptr<pjrt::Buffer> Runtime::upload(const void* data, hlo::ElementType
 
 std::shared_ptr<pjrt::Buffer> Runtime::scalar(hlo::ElementType type, const void* bits,
                                               int device) {
-  size_t width = hlo::byte_width(type);
-  std::string key(reinterpret_cast<const char*>(&type), sizeof(type));
-  key.append(reinterpret_cast<const char*>(&device), sizeof(device));
-  key.append(static_cast<const char*>(bits), width);
+  ScalarKey key{type, device, {0, 0}};
+  std::memcpy(key.bits, bits, std::min(hlo::byte_width(type), sizeof(key.bits)));
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = scalars_.find(key);
   if (it != scalars_.end()) return it->second;

@@ -102,7 +102,22 @@ class Runtime {
   std::unique_ptr<pjrt::Client> client_;
   ExecutableCache executables_;
   std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<pjrt::Buffer>> scalars_;
+  // A cached scalar's key: its element type, device and bits (zero past its width).
+  struct ScalarKey {
+    hlo::ElementType type;
+    int device;
+    uint64_t bits[2];
+    bool operator==(const ScalarKey& o) const {
+      return type == o.type && device == o.device && bits[0] == o.bits[0] && bits[1] == o.bits[1];
+    }
+  };
+  struct ScalarKeyHash {
+    size_t operator()(const ScalarKey& k) const {
+      return std::hash<uint64_t>()(k.bits[0] * 31 + k.bits[1]) ^
+             (static_cast<size_t>(k.type) << 8 | static_cast<size_t>(k.device) << 16);
+    }
+  };
+  std::unordered_map<ScalarKey, std::shared_ptr<pjrt::Buffer>, ScalarKeyHash> scalars_;
   struct Launch {
     std::unique_ptr<pjrt::Event> done;
     std::shared_ptr<const void> keep;  // what must outlive the launch (host memory it uses)

@@ -88,7 +88,8 @@ Values layer_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
 // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
 // output_mask) -> (grad_input, grad_weight, grad_bias)
 Values layer_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType t = out_type(a), c = opmath(t);
+  // The input's type where the mask leaves grad_input out.
+  ElementType t = a.has("type") ? out_type(a) : v[1].shape.type, c = opmath(t);
   Value g = convert(b, v[0], c), x = convert(b, v[1], c);
   size_t k = a.ints("normalized_shape").size();
   size_t rank = x.shape.rank();

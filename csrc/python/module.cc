@@ -163,6 +163,7 @@ py::dict metrics() {
   m["deferred_cache_hits"] = defer.cache_hits;
   m["deferred_cache_misses"] = defer.cache_misses;
   m["deferred_repeat_flushes"] = defer.repeats;
+  m["kept_op_replays"] = engine::op_replays();
   py::dict fallbacks;
   int64_t total = 0;
   for (const auto& [op, count] : aten::cpu_fallback_counts()) {

@@ -344,6 +344,67 @@ TEST(Donation, ARewrittenStoragesOnlyBufferIsReusedAndASharedOneIsNot) {
   EXPECT_EQ(contents<float>(*s, ElementType::kF32), (std::vector<float>{1, 2, 3, 4}));
 }
 
+// Records out = in * scalar (both f32 [4]) as Strict's own program, saying what it bound.
+void record_scale(StorageHandle& in, StorageHandle& out, float scalar, Launch* launch) {
+  Recording r(0);
+  Program& p = r.program();
+  TensorView from{&in, ElementType::kF32, {4}, {1}, 0}, to{&out, ElementType::kF32, {4}, {1}, 0};
+  lowering::Attrs attrs;
+  attrs.set_type("type", ElementType::kF32)
+      .set("shape", std::vector<int64_t>{4})
+      .set_type("compute_type", ElementType::kF32);
+  p.write(to, p.apply("mul", {p.read(from), p.scalar(ElementType::kF32, &scalar)}, attrs));
+  r.finish(launch);
+}
+
+// An op Strict ran once runs again from what its launch bound, on other storages and scalars,
+// without being recorded; an in-place one gives over its storage's old buffer only when nothing
+// else holds it.
+TEST(OpReplay, RunsAnOpAgainOnOtherStoragesAndScalars) {
+  start_runtime();
+  EagerMode mode = eager_mode();
+  set_eager_mode(EagerMode::kStrict);
+  auto a = storage_with({1, 2, 3, 4});
+  StorageHandle out(0, 4 * sizeof(float));  // no contents yet, as an op's new output
+  Launch launch;
+  record_scale(*a, out, 2, &launch);
+  OpReplay op;
+  EXPECT_FALSE(OpReplay::of(launch, {a.get()}, 1, &op));  // the output's storage is not listed
+  EXPECT_FALSE(OpReplay::of(launch, {a.get(), &out}, 0, &op));  // nor is the scalar
+  ASSERT_TRUE(OpReplay::of(launch, {a.get(), &out}, 1, &op));
+  EXPECT_EQ(op.arguments, (std::vector<int>{0, -1}));
+  EXPECT_EQ(op.written, (std::vector<int>{1}));
+  EXPECT_TRUE(op.donated.empty());
+
+  auto b = storage_with({5, 6, 7, 8});
+  StorageHandle out2(0, 4 * sizeof(float));
+  float three = 3;
+  replay(0, op, {b.get(), &out2}, {Runtime::get().scalar(ElementType::kF32, &three, 0)});
+  EXPECT_EQ(contents<float>(out2, ElementType::kF32), (std::vector<float>{15, 18, 21, 24}));
+  EXPECT_EQ(contents<float>(out, ElementType::kF32), (std::vector<float>{2, 4, 6, 8}));
+
+  // In place: the storage is read and rewritten, its old buffer one the program may take over.
+  Launch in_place;
+  record_scale(*a, *a, 2, &in_place);
+  ASSERT_TRUE(OpReplay::of(in_place, {a.get()}, 1, &op));
+  EXPECT_EQ(op.donated, (std::vector<int64_t>{0}));
+  uint64_t donated = donated_buffers();
+  float half = 0.5;
+  std::shared_ptr<pjrt::Buffer> scalar = Runtime::get().scalar(ElementType::kF32, &half, 0);
+  replay(0, op, {b.get()}, {scalar});  // b's buffer has no other holder
+  EXPECT_EQ(donated_buffers(), donated + 1);
+  EXPECT_EQ(contents<float>(*b, ElementType::kF32), (std::vector<float>{2.5, 3, 3.5, 4}));
+  std::shared_ptr<pjrt::Buffer> held = b->buffer();
+  replay(0, op, {b.get()}, {scalar});
+  EXPECT_EQ(donated_buffers(), donated + 1);
+  EXPECT_FALSE(held->is_deleted());
+  std::vector<float> host(4);
+  held->to_host(host.data(), host.size() * sizeof(float));
+  EXPECT_EQ(host, (std::vector<float>{2.5, 3, 3.5, 4}));
+  EXPECT_EQ(contents<float>(*b, ElementType::kF32), (std::vector<float>{1.25, 1.5, 1.75, 2}));
+  set_eager_mode(mode);
+}
+
 // Checks `values` against [0, 3) in a program of its own, failing check `id`.
 void run_range_assert(const std::vector<int64_t>& values, int64_t id, const int64_t* ignore = nullptr) {
   start_runtime();

@@ -61,6 +61,61 @@ def test_every_mode_matches_cpu(mode):
             torch.testing.assert_close(g.cpu(), e)
 
 
+def same_signature_other_layouts(device):
+    """Ops repeated with one call signature over storages laid out differently (offsets, one
+    storage shared, a storage with no contents yet, in place, another dtype's bits) and other
+    scalar values: what Strict and Debug run again from each op's kept program."""
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(12, generator=g).to(device)
+    x, y = torch.randn(4, generator=g).to(device), torch.randn(4, generator=g).to(device)
+    out = []
+    for alpha in (1, 2, -0.5):
+        out.append(torch.add(x, y, alpha=alpha))
+    out += [base[0:4] + base[4:8], base[1:5] + base[6:10], base[0:4] + y, x + x, x + y]
+    for value in (3.0, -5.0):
+        out.append(x * torch.tensor(value))  # a CPU 0-d tensor: a scalar operand
+    target = torch.empty(4, device=device)
+    torch.add(x, y, out=target)  # into a storage with no contents, then into one with
+    out.append(target.clone())
+    torch.add(y, y, out=target)
+    out.append(target.clone())
+    for fill in (None, 7.0):  # part of a storage: its other elements are zeros, then kept
+        whole = (torch.empty(8, device=device) if fill is None
+                 else torch.full((8,), fill, device=device))
+        torch.add(x, y, out=whole[0:4])
+        out.append(whole[0:4].clone() if fill is None else whole.clone())
+    z = base.clone()
+    z[4:8].add_(z[0:4])
+    z[8:12].add_(z[0:4], alpha=3)
+    z[0:4].mul_(2.0)
+    z[0:4].mul_(-0.25)
+    out.append(z)
+    w = torch.randn(4, generator=g).to(device)
+    bits = w.view(torch.int32)
+    for _ in range(2):
+        out.append(bits + 1)  # reads a float storage's bits, then an int storage's
+        bits.add_(1)
+        out.append(w * 2)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug"])
+def test_an_op_run_again_on_other_layouts_and_scalars_matches_cpu(mode):
+    expected = same_signature_other_layouts("cpu")
+    with torchtpu.eager_mode(mode):
+        for run in range(2):
+            before = metrics()
+            got = same_signature_other_layouts("tpu")
+            after = metrics()
+            for e, t in zip(expected, got, strict=True):
+                torch.testing.assert_close(t.cpu(), e, rtol=0, atol=0)
+            if run == 1:  # every op kept: run again, none compiled or recorded
+                assert after["executable_cache_misses"] == before["executable_cache_misses"]
+                replays = after["kept_op_replays"] - before["kept_op_replays"]
+                assert replays >= 20
+                assert after["executable_cache_hits"] - before["executable_cache_hits"] >= replays
+
+
 SYNC_POINTS = {
     "item": lambda t: t.sum().item(),
     "cpu": lambda t: t.cpu(),

@@ -217,3 +217,45 @@ def test_spatial_nll_loss_weights_and_ignore_index():
     for reduction in ["none", "mean", "sum"]:
         check(lambda x, t, r=reduction: F.nll_loss(x, t, weight=weight.to(x.device),
                                                     ignore_index=1, reduction=r), scores, target)
+
+
+def _mask_cases():
+    """Backward ops that make only the gradients their output mask asks for, as (op, arguments
+    before the mask, mask length), the arguments made on the CPU by the forward op."""
+    g = torch.Generator().manual_seed(0)
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    x, w, b, go = r(4, 8), r(8), r(8), r(4, 8)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [8], w, b, 1e-5)
+    yield "layer_norm", torch.ops.aten.native_layer_norm_backward, \
+        [go, x, [8], mean, rstd, w, b], 3
+    x, w, b, go = r(2, 4, 3), r(4), r(4), r(2, 4, 3)
+    _, mean, rstd = torch.ops.aten.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)
+    yield "group_norm", torch.ops.aten.native_group_norm_backward, \
+        [go, x, mean, rstd, w, 2, 4, 3, 2], 3
+    x, w, b, go = r(4, 3), r(3), r(3), r(4, 3)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    _, save_mean, save_invstd = torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+    yield "batch_norm", torch.ops.aten.native_batch_norm_backward, \
+        [go, x, w, rm, rv, save_mean, save_invstd, True, 1e-5], 3
+    x, grid, go = r(1, 2, 4, 4), r(1, 3, 3, 2) * 0.9, r(1, 2, 3, 3)
+    yield "grid_sampler_2d", torch.ops.aten.grid_sampler_2d_backward, \
+        [go, x, grid, 0, 0, False], 2
+    x, w, go = r(1, 2, 5), r(3, 2, 2), r(1, 3, 4)
+    yield "convolution", torch.ops.aten.convolution_backward, \
+        [go, x, w, [3], [1], [0], [1], False, [0], 1], 3
+
+
+@pytest.mark.parametrize("case", list(_mask_cases()), ids=lambda c: c[0])
+def test_backward_ops_make_only_the_gradients_their_mask_asks_for(case):
+    """Each mask of the same op on the same shapes, in turn: the gradients left out are None, as
+    on the CPU, and the others right (a mask must not reuse another mask's outputs)."""
+    import itertools
+    _, op, args, n = case
+    on_tpu = [a.to("tpu") if isinstance(a, torch.Tensor) else a for a in args]
+    for mask in itertools.product([True, False], repeat=n):
+        mask = list(mask)
+        expected, got = op(*args, mask), op(*on_tpu, mask)
+        for e, t in zip(expected, got, strict=True):
+            assert (t is None) == (e is None), mask
+            if e is not None:
+                torch.testing.assert_close(t.cpu(), e, rtol=1e-4, atol=1e-4)
