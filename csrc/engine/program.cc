@@ -90,8 +90,12 @@ int Program::scalar(hlo::ElementType type, const void* bits) {
 }
 
 Program::StorageState& Program::state_of(StorageHandle* storage) {
-  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
-    if (s->storage == storage) return *s;
+  // A deferred program marks the storages it touches: one it has not marked is not among them (an
+  // op's new output, which a long program would otherwise look for through all of its storages).
+  if (!deferred_ || storage->pending() == this) {
+    for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
+      if (s->storage == storage) return *s;
+    }
   }
   StorageState s{storage, -1, storage->type()};
   if (deferred_) storage->set_pending(this);
