@@ -428,10 +428,6 @@ bool replay_key(const std::string& rule, const c10::FunctionSchema& schema,
     if (arguments[i].is_out()) continue;
     add_key(key, args[i], is_scalar_type(arguments[i]), is_static_scalar(arguments[i]));
     const c10::IValue& v = args[i];
-    if (!v.isTensor() && !v.isTensorList() &&
-        !(v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList())) {
-      continue;
-    }
     for (const at::Tensor& t : tensors_of(v)) {
       if (is_cpu_scalar(t) && v.isTensor()) continue;  // a scalar operand
       if (!t.is_privateuseone()) return false;
