@@ -49,21 +49,11 @@ void Program::release_storages() {
   }
 }
 
-// A storage appears at most once in storages_ and argument_storages_. They are searched from the
-// end, where the storages of the latest ops are: a long DeferAndFuse program touches thousands.
 void Program::forget(StorageHandle* storage) {
-  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
-    if (s->storage == storage) {
-      s->storage = nullptr;
-      break;
-    }
-  }
-  for (auto s = argument_storages_.rbegin(); s != argument_storages_.rend(); ++s) {
-    if (*s == storage) {
-      *s = nullptr;
-      break;
-    }
-  }
+  if (storage->pending() != this) return;  // only a deferred program marks the storages it holds
+  StorageState& s = storages_[storage->pending_slot()];
+  s.storage = nullptr;
+  if (s.argument >= 0) argument_storages_[s.argument] = nullptr;
 }
 
 int Program::add_argument(std::shared_ptr<pjrt::Buffer> buffer, const hlo::Shape& shape,
@@ -90,15 +80,17 @@ int Program::scalar(hlo::ElementType type, const void* bits) {
 }
 
 Program::StorageState& Program::state_of(StorageHandle* storage) {
-  // A deferred program marks the storages it touches: one it has not marked is not among them (an
-  // op's new output, which a long program would otherwise look for through all of its storages).
-  if (!deferred_ || storage->pending() == this) {
+  // A deferred program marks the storages it touches with where their state is: a long program
+  // (DeferAndFuse's) touches thousands. A program run right away touches a few.
+  if (deferred_) {
+    if (storage->pending() == this) return storages_[storage->pending_slot()];
+  } else {
     for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
       if (s->storage == storage) return *s;
     }
   }
   StorageState s{storage, -1, storage->type()};
-  if (deferred_) storage->set_pending(this);
+  if (deferred_) storage->set_pending(this, storages_.size());
   if (storage->buffer()) {
     s.argument = static_cast<int>(arguments_.size());
     s.read_type = storage->type();

@@ -42,8 +42,13 @@ class StorageHandle {
   // The deferred program that reads or writes this storage and has not run yet, if any: its
   // buffer is not current until that program runs. Set and cleared under the device's
   // recording lock (eager.h); atomic because a storage being destroyed reads it first without.
+  // `slot` is where that program keeps its state of this storage (Program's own numbering).
   Program* pending() const { return pending_.load(std::memory_order_acquire); }
-  void set_pending(Program* program) { pending_.store(program, std::memory_order_release); }
+  size_t pending_slot() const { return pending_slot_; }
+  void set_pending(Program* program, size_t slot = 0) {
+    pending_slot_ = slot;
+    pending_.store(program, std::memory_order_release);
+  }
 
   // Storages are numbered in the order they were made, so a capture can tell which it created.
   uint64_t serial() const { return serial_; }
@@ -60,6 +65,7 @@ class StorageHandle {
   std::shared_ptr<const void> host_copy_;
   hlo::ElementType type_ = hlo::ElementType::kU8;
   std::atomic<Program*> pending_{nullptr};
+  size_t pending_slot_ = 0;
   uint64_t serial_;
   bool persistent_ = false;
 };

@@ -312,6 +312,30 @@ TEST(Capture, ASyncPointBreaksItAndTheWorkStillRuns) {
   EXPECT_EQ(contents<float>(made, ElementType::kF32), (std::vector<float>{-1, -2, -3, -4}));
 }
 
+// A storage that dies while a deferred program holds it is forgotten by that program alone: no
+// longer an argument it binds nor an output it writes, while the storages beside it stay both.
+TEST(Capture, AStorageThatDiesMeanwhileIsForgottenAndTheOthersKept) {
+  std::vector<std::unique_ptr<StorageHandle>> in, made;
+  begin_capture(0);
+  for (float k = 0; k < 3; ++k) {
+    in.push_back(storage_with({k, k + 1, k + 2, k + 3}));
+    made.push_back(std::make_unique<StorageHandle>(0, 4 * sizeof(float)));
+    record_negate(*in.back(), *made.back());
+  }
+  in[1].reset();
+  made[1].reset();
+  std::string broken;
+  std::unique_ptr<Program> program = end_capture(&broken);
+  ASSERT_TRUE(program && broken.empty());
+  Launch launch;
+  program->run(&launch);
+  EXPECT_EQ(launch.argument_storages, (std::vector<StorageHandle*>{in[0].get(), nullptr,
+                                                                   in[2].get()}));
+  EXPECT_EQ(launch.written, (std::vector<StorageHandle*>{made[0].get(), made[2].get()}));
+  EXPECT_EQ(contents<float>(*made[0], ElementType::kF32), (std::vector<float>{0, -1, -2, -3}));
+  EXPECT_EQ(contents<float>(*made[2], ElementType::kF32), (std::vector<float>{-2, -3, -4, -5}));
+}
+
 // Records and runs s = -s (a 4-float storage) in `p`.
 void negate_in_place(Program& p, StorageHandle& s) {
   lowering::Attrs attrs;
