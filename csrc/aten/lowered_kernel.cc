@@ -113,22 +113,20 @@ struct ScalarOperand {
 };
 
 // Adds argument `index`, `arg` with value `v`: tensors and scalars as operands (each scalar also
-// listed in `scalars`), the rest as attributes.
+// listed in `scalars`), the rest as attributes, into `attrs` unless it is null (an op whose
+// attributes its call signature already gave).
 void add_argument(engine::Program& p, size_t index, const c10::Argument& arg,
-                  const c10::IValue& v, std::vector<int>& operands, lowering::Attrs& attrs,
+                  const c10::IValue& v, std::vector<int>& operands, lowering::Attrs* attrs,
                   at::native::ResultTypeState& promotion, bool& promoted,
                   std::vector<ScalarOperand>& scalars) {
   const std::string& name = arg.name();
-  if (v.isNone() && kind_of(arg) == c10::TypeKind::TensorType) {
-    attrs.set(name + "_absent", int64_t{1});
-    return;
-  }
+  auto absent = [&] {
+    if (attrs != nullptr) attrs->set(name + "_absent", int64_t{1});
+  };
+  if (v.isNone() && kind_of(arg) == c10::TypeKind::TensorType) return absent();
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!t.defined()) {
-      attrs.set(name + "_absent", int64_t{1});
-      return;
-    }
+    if (!t.defined()) return absent();
     promotion = at::native::update_result_type_state(t, promotion);
     promoted = true;
     if (is_cpu_scalar(t)) {
@@ -137,22 +135,20 @@ void add_argument(engine::Program& p, size_t index, const c10::Argument& arg,
     } else {
       operands.push_back(p.read(view_of(t)));
     }
-  } else if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isDoubleList() &&
-                                  !v.isBoolList())) {
+    return;
+  }
+  if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList())) {
     std::vector<int64_t> present;
     for (const c10::IValue& e : v.toListRef()) {
       bool defined = e.isTensor() && e.toTensor().defined();
       present.push_back(defined);
       if (defined) operands.push_back(p.read(view_of(e.toTensor())));
     }
-    attrs.set(name + "_present", present);
-  } else if (is_static_scalar(arg) && !v.isNone()) {
-    attrs.set(name, v.toScalar().toDouble());
-  } else if (is_scalar_type(arg)) {
-    if (v.isNone()) {
-      attrs.set(name + "_absent", int64_t{1});
-      return;
-    }
+    if (attrs != nullptr) attrs->set(name + "_present", present);
+    return;
+  }
+  if (is_scalar_type(arg) && !is_static_scalar(arg)) {
+    if (v.isNone()) return absent();
     c10::Scalar s = v.toScalar();
     if (promotes(arg)) {
       promotion = at::native::update_result_type_state(s, promotion);
@@ -160,6 +156,12 @@ void add_argument(engine::Program& p, size_t index, const c10::Argument& arg,
     }
     scalars.push_back({index, operand_dtype(s)});
     operands.push_back(scalar_argument(p, s, scalars.back().dtype));
+    return;
+  }
+  if (attrs == nullptr) return;
+  if (is_static_scalar(arg)) {
+    if (v.isNone()) return absent();
+    attrs->set(name, v.toScalar().toDouble());
   } else if (v.isNone()) {
     // an absent optional attribute: rules test attrs.has(name)
   } else if (kind_of(arg) == c10::TypeKind::DeviceObjType ||
@@ -167,19 +169,19 @@ void add_argument(engine::Program& p, size_t index, const c10::Argument& arg,
              kind_of(arg) == c10::TypeKind::MemoryFormatType) {
     // placement and layout of the outputs: already decided by the meta function
   } else if (kind_of(arg) == c10::TypeKind::ScalarTypeType) {
-    attrs.set_type(name, element_type(v.toScalarType()));
+    attrs->set_type(name, element_type(v.toScalarType()));
   } else if (v.isBool()) {
-    attrs.set(name, int64_t{v.toBool()});
+    attrs->set(name, int64_t{v.toBool()});
   } else if (v.isInt()) {
-    attrs.set(name, v.toInt());
+    attrs->set(name, v.toInt());
   } else if (v.isIntList()) {
-    attrs.set(name, v.toIntVector());
+    attrs->set(name, v.toIntVector());
   } else if (v.isBoolList()) {
     std::vector<int64_t> flags;
     for (bool f : v.toBoolList()) flags.push_back(f);
-    attrs.set(name, flags);
+    attrs->set(name, flags);
   } else if (v.isString()) {
-    attrs.set(name, std::string(v.toStringRef()));
+    attrs->set(name, std::string(v.toStringRef()));
   } else {
     TORCH_CHECK(false, "torchtpu: argument '", name, "' of type ", arg.real_type()->str(),
                 " is not supported by the lowered kernel");
@@ -398,19 +400,21 @@ void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t) {
 
 namespace {
 
-// The key of an op's kept program: its rule, device and call signature, its outputs' geometry,
-// and how its tensors lie in their storages (which share one, where each view starts, each
-// storage's size, element type and whether it has contents), which fix the program's arguments
-// and outputs. Lists each storage once in `storages`, inputs' first. False when the op is not
-// kept: no input has contents to read (a fill, which is made on the host where its shapes vary).
+// The key of an op's kept program: its rule, device and call signature (`signature`, which fixes
+// its outputs' geometry), and how its tensors lie in their storages (which share one, where each
+// view starts, each storage's size, element type and whether it has contents), which fix the
+// program's arguments and outputs. Lists each storage once in `storages`, inputs' first. False
+// when the op is not kept: no input has contents to read (a fill, which is made on the host where
+// its shapes vary).
 bool replay_key(const std::string& rule, const c10::FunctionSchema& schema,
                 const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
-                c10::Device device, hlo::Fingerprint& key,
+                c10::Device device, const hlo::Fingerprint& signature, hlo::Fingerprint& key,
                 std::vector<engine::StorageHandle*>& storages) {
   const auto& arguments = schema.arguments();
-  key.reserve(512);
+  key.reserve(signature.bytes().size() + 256);
   key.add(rule);
   key.add(int64_t{device.index()});
+  key.add_bytes(signature);
   bool reads = false;
   auto add_storage = [&](const at::Tensor& t) {
     engine::StorageHandle* storage = &storage_handle(t.storage());
@@ -426,7 +430,6 @@ bool replay_key(const std::string& rule, const c10::FunctionSchema& schema,
   };
   for (size_t i = 0; i < args.size(); ++i) {
     if (arguments[i].is_out()) continue;
-    add_key(key, args[i], is_scalar_type(arguments[i]), is_static_scalar(arguments[i]));
     const c10::IValue& v = args[i];
     for (const at::Tensor& t : tensors_of(v)) {
       if (is_cpu_scalar(t) && v.isTensor()) continue;  // a scalar operand
@@ -435,10 +438,49 @@ bool replay_key(const std::string& rule, const c10::FunctionSchema& schema,
     }
   }
   for (const at::Tensor& t : outputs) {
-    add_tensor_key(key, t);
     if (t.defined()) add_storage(t);
   }
   return reads;
+}
+
+// The shapes of the operands add_argument adds for the op's arguments, in order.
+std::vector<hlo::Shape> operand_shapes(const c10::FunctionSchema& schema,
+                                       const std::vector<c10::IValue>& args) {
+  const auto& arguments = schema.arguments();
+  std::vector<hlo::Shape> shapes;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].is_out()) continue;
+    const c10::IValue& v = args[i];
+    if (v.isTensor() || v.isTensorList() || (v.isList() && !v.isIntList() && !v.isBoolList())) {
+      for (const at::Tensor& t : tensors_of(v)) {
+        std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+        shapes.push_back(hlo::Shape{element_type(t.scalar_type()),
+                                    is_cpu_scalar(t) ? std::vector<int64_t>{} : sizes});
+      }
+    } else if (is_scalar_type(arguments[i]) && !v.isNone() && !is_static_scalar(arguments[i])) {
+      c10::Scalar sc = v.toScalar();
+      shapes.push_back(hlo::Shape{sc.isBoolean()          ? hlo::ElementType::kPred
+                                  : sc.isIntegral(false) ? hlo::ElementType::kS64
+                                  : sc.isComplex()       ? hlo::ElementType::kC128
+                                                         : hlo::ElementType::kF64,
+                                  {}});
+    }
+  }
+  return shapes;
+}
+
+// A deferred op's attributes (its attribute arguments, its outputs' types and shapes, the
+// promoted type), which its call signature fixes (lowered_kernel's meta-cache key), with their
+// fingerprint: made and lowered alone once per signature, then shared by every op recorded with
+// it.
+struct SharedAttrs {
+  std::shared_ptr<const lowering::Attrs> attrs;
+  hlo::Fingerprint fingerprint;
+};
+
+SignatureCache<SharedAttrs>& shared_attrs() {
+  static auto* cache = new SignatureCache<SharedAttrs>(100000);
+  return *cache;
 }
 
 // Runs a kept op on this call's storages and scalars.
@@ -459,21 +501,34 @@ void replay(const KeptOp& op, const std::vector<c10::IValue>& args,
 
 void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
-              c10::Device device) {
+              c10::Device device, const hlo::Fingerprint* signature) {
   const auto& arguments = schema.arguments();
+  hlo::Fingerprint own;
+  if (signature == nullptr) {  // an op's kernel calling its rule: its arguments and outputs
+    own.reserve(512);
+    own.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
+    for (size_t i = 0; i < args.size(); ++i) {
+      add_key(own, args[i], is_scalar_type(arguments[i]), is_static_scalar(arguments[i]));
+    }
+    for (const at::Tensor& t : outputs) add_tensor_key(own, t);
+    signature = &own;
+  }
   std::vector<IndexAssert> asserts = index_asserts(rule, schema, args);
   // Strict and Debug keep each op's program, to run the same op on storages laid out the same way
   // again without recording it; an op with index checks records them each time.
   hlo::Fingerprint key;
   std::vector<engine::StorageHandle*> storages;
   bool keep = !engine::deferring() && asserts.empty() &&
-              replay_key(rule, schema, args, outputs, device, key, storages);
+              replay_key(rule, schema, args, outputs, device, *signature, key, storages);
   if (keep) {
     if (SignatureCache<KeptOp>::Entry kept = kept_ops().find(key)) {
       replay(*kept, args, storages, device);
       return;
     }
   }
+  // A deferred op of a call signature recorded before takes the attributes it was given then.
+  SignatureCache<SharedAttrs>::Entry shared;
+  if (engine::deferring()) shared = shared_attrs().find(*signature);
   std::vector<ScalarOperand> scalars;
   engine::Recording recording(device.index());
   engine::Program& p = recording.program();
@@ -482,45 +537,38 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   lowering::Attrs attrs;
   at::native::ResultTypeState promotion;
   bool promoted = false;
-  std::vector<hlo::Shape> operand_shapes;
-  operand_shapes.reserve(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].is_out()) continue;
-    add_argument(p, i, arguments[i], args[i], operands, attrs, promotion, promoted, scalars);
-    // The shapes of the operands it added, in order.
-    const c10::IValue& v = args[i];
-    if (v.isTensor() || v.isTensorList() || (v.isList() && !v.isIntList() && !v.isBoolList())) {
-      for (const at::Tensor& t : tensors_of(v)) {
-        std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-        operand_shapes.push_back(hlo::Shape{element_type(t.scalar_type()),
-                                            is_cpu_scalar(t) ? std::vector<int64_t>{} : sizes});
-      }
-    } else if (is_scalar_type(arguments[i]) && !v.isNone() && !is_static_scalar(arguments[i])) {
-      c10::Scalar sc = v.toScalar();
-      operand_shapes.push_back(hlo::Shape{sc.isBoolean()          ? hlo::ElementType::kPred
-                                          : sc.isIntegral(false) ? hlo::ElementType::kS64
-                                          : sc.isComplex()       ? hlo::ElementType::kC128
-                                                                 : hlo::ElementType::kF64,
-                                          {}});
-    }
+    add_argument(p, i, arguments[i], args[i], operands, shared ? nullptr : &attrs, promotion,
+                 promoted, scalars);
   }
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    if (!outputs[k].defined()) continue;
-    std::string suffix = k == 0 ? "" : std::to_string(k);
-    attrs.set_type("type" + suffix, element_type(outputs[k].scalar_type()));
-    attrs.set("shape" + suffix,
-              std::vector<int64_t>(outputs[k].sizes().begin(), outputs[k].sizes().end()));
-  }
-  if (promoted) attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
   try {
-    if (engine::deferring() && operand_shapes.size() == operands.size()) {
-      // Deferred ops run later, inside a larger program: lower this one alone now, so a refusal
-      // surfaces at its own call (and an unsupported case can still run on the CPU).
-      engine::Program::check_lowering(rule, operand_shapes, attrs,
-                                      static_cast<int>(outputs.size()));
+    if (!shared) {
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        if (!outputs[k].defined()) continue;
+        std::string suffix = k == 0 ? "" : std::to_string(k);
+        attrs.set_type("type" + suffix, element_type(outputs[k].scalar_type()));
+        attrs.set("shape" + suffix,
+                  std::vector<int64_t>(outputs[k].sizes().begin(), outputs[k].sizes().end()));
+      }
+      if (promoted) {
+        attrs.set_type("compute_type", element_type(at::native::result_type(promotion)));
+      }
+      if (engine::deferring()) {
+        // Deferred ops run later, inside a larger program: lower this one alone now, so a
+        // refusal surfaces at its own call (and an unsupported case can still run on the CPU).
+        std::vector<hlo::Shape> shapes = operand_shapes(schema, args);
+        if (shapes.size() == operands.size()) {
+          engine::Program::check_lowering(rule, shapes, attrs, static_cast<int>(outputs.size()));
+        }
+        SharedAttrs made{std::make_shared<const lowering::Attrs>(std::move(attrs)), {}};
+        made.attrs->fingerprint(made.fingerprint);
+        shared = shared_attrs().insert(*signature, std::move(made));
+      }
     }
-    int first = p.apply(rule, std::move(operands), std::move(attrs),
-                        static_cast<int>(outputs.size()));
+    int n = static_cast<int>(outputs.size());
+    int first = shared ? p.apply(rule, std::move(operands), shared->attrs, shared->fingerprint, n)
+                       : p.apply(rule, std::move(operands), std::move(attrs), n);
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (outputs[k].defined()) p.write(view_of(outputs[k]), first + static_cast<int>(k));
     }
@@ -636,7 +684,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   try {
-    run_rule(binding.rule, schema, args, outputs, device);
+    run_rule(binding.rule, schema, args, outputs, device, &key);
   } catch (const lowering::Unsupported&) {
     for (c10::IValue& a : args) stack->push_back(std::move(a));
     cpu_fallback(op, stack);

@@ -151,10 +151,12 @@ void prepare_linalg_arguments(const c10::OperatorHandle& op, std::vector<c10::IV
 // Every op bound to a lowering rule (lowered_kernel.cc).
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Records `rule` on the op's arguments (operands and attributes as for lowered_kernel) writing
-// `outputs` (undefined ones skipped), and runs it.
+// `outputs` (undefined ones skipped), and runs it. `signature`, where given, is a key that fixes
+// the op's attributes and outputs' geometry (lowered_kernel's meta-cache key); without it, one is
+// made of the arguments and outputs.
 void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
               const std::vector<c10::IValue>& args, const std::vector<at::Tensor>& outputs,
-              c10::Device device);
+              c10::Device device, const hlo::Fingerprint* signature = nullptr);
 
 // Checks the index arguments of the indexing ops (advanced indexing's index list: types, devices,
 // mask and broadcast shapes, index_put's values; index_select's index) with PyTorch's errors. When

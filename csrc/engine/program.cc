@@ -106,9 +106,24 @@ int Program::apply(const std::string& op, std::vector<int> inputs, lowering::Att
   fingerprint_.add(op);
   fingerprint_.add_ints(inputs);
   attrs.fingerprint(fingerprint_);
+  return add_node(op, std::move(inputs), std::move(attrs), nullptr, num_outputs);
+}
+
+int Program::apply(const std::string& op, std::vector<int> inputs,
+                   std::shared_ptr<const lowering::Attrs> attrs,
+                   const hlo::Fingerprint& fingerprinted, int num_outputs) {
+  fingerprint_.add(op);
+  fingerprint_.add_ints(inputs);
+  fingerprint_.add_bytes(fingerprinted);
+  return add_node(op, std::move(inputs), {}, std::move(attrs), num_outputs);
+}
+
+int Program::add_node(const std::string& op, std::vector<int> inputs, lowering::Attrs own,
+                      std::shared_ptr<const lowering::Attrs> shared, int num_outputs) {
   if (op == "convolution") ++convolutions_;
   int first = static_cast<int>(nodes_.size());
-  nodes_.push_back(Node{op, std::move(inputs), std::move(attrs), {}});
+  nodes_.push_back(Node{op, std::move(inputs), std::move(own), {}});
+  nodes_.back().shared = std::move(shared);
   for (int i = 1; i < num_outputs; ++i) nodes_.push_back(Node{"#", {first}, {}, {}, i});
   return first;
 }
@@ -140,7 +155,7 @@ int Program::read(TensorView view) {
 
 bool Program::same_view(int node, const TensorView& view) const {
   if (node < 0) return false;
-  const lowering::Attrs& a = nodes_[node].attrs;
+  const lowering::Attrs& a = nodes_[node].attrs();
   return a.i("offset") == view.offset && a.type("type") == view.type &&
          a.ints("sizes") == view.sizes && a.ints("strides") == view.strides;
 }
@@ -217,7 +232,7 @@ std::string Program::hlo_text() const {
     } else {
       lowering::Values operands;
       for (int i : node.inputs) operands.push_back(values[i]);
-      outputs_of[n] = lowering::rule(node.op)(b, operands, node.attrs);
+      outputs_of[n] = lowering::rule(node.op)(b, operands, node.attrs());
       if (outputs_of[n].empty()) {
         throw std::logic_error("torchtpu: lowering rule '" + node.op + "' produced no value");
       }
@@ -240,9 +255,9 @@ std::vector<NodeDescription> Program::describe() const {
       nodes.push_back({"argument", {{"shape", n.shape.mlir()}}});
       continue;
     }
-    NodeDescription d{n.op, n.attrs.described()};
+    NodeDescription d{n.op, n.attrs().described()};
     for (auto& [key, value] : d.attrs) {
-      if (key == "type") value = hlo::short_name(n.attrs.type(key));
+      if (key == "type") value = hlo::short_name(n.attrs().type(key));
     }
     nodes.push_back(std::move(d));
   }
@@ -262,7 +277,7 @@ std::string Program::debug_string() const {
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       s += (j ? ", %" : "%") + std::to_string(n.inputs[j]);
     }
-    s += ") " + n.attrs.debug_string() + "\n";
+    s += ") " + n.attrs().debug_string() + "\n";
   }
   return s;
 }
@@ -290,18 +305,18 @@ bool fill_without_compiling(const std::string& kind) {
 
 int Program::filled_from(const std::vector<Node>& nodes, int node, hlo::ElementType type) {
   const Node& write = nodes[node];
-  if (write.op != "view_write" || write.inputs.size() != 1 || write.attrs.i("offset") != 0 ||
-      write.attrs.type("type") != type) {
+  if (write.op != "view_write" || write.inputs.size() != 1 || write.attrs().i("offset") != 0 ||
+      write.attrs().type("type") != type) {
     return -1;
   }
-  const std::vector<int64_t>& sizes = write.attrs.ints("sizes");
+  const std::vector<int64_t>& sizes = write.attrs().ints("sizes");
   int64_t numel = 1;
   for (int64_t size : sizes) numel *= size;
-  if (numel != write.attrs.i("numel") || !lowering::is_dense(sizes, write.attrs.ints("strides"))) {
+  if (numel != write.attrs().i("numel") || !lowering::is_dense(sizes, write.attrs().ints("strides"))) {
     return -1;
   }
   int value = write.inputs[0];
-  if (nodes[value].op == "cast" && nodes[value].attrs.type("type") == type) {
+  if (nodes[value].op == "cast" && nodes[value].attrs().type("type") == type) {
     value = nodes[value].inputs[0];
   }
   const Node& scalar = nodes[value];
@@ -442,7 +457,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> Program::run(Launch* launch) {
     for (const StorageState& s : storages_) {
       if (!s.written || s.storage == nullptr) continue;
       kind += hlo::short_name(s.type);
-      kind += std::to_string(nodes_[s.current].attrs.ints("sizes").size()) + ",";
+      kind += std::to_string(nodes_[s.current].attrs().ints("sizes").size()) + ",";
     }
     if (fill_without_compiling(kind)) {
       fill_on_host();

@@ -109,6 +109,11 @@ class Program {
   // ids are its other outputs.
   int apply(const std::string& op, std::vector<int> inputs, lowering::Attrs attrs,
             int num_outputs = 1);
+  // The same with attributes shared by every op of its kind (an ATen op's call signature:
+  // csrc/aten/lowered_kernel.cc), `fingerprinted` being their fingerprint alone.
+  int apply(const std::string& op, std::vector<int> inputs,
+            std::shared_ptr<const lowering::Attrs> attrs, const hlo::Fingerprint& fingerprinted,
+            int num_outputs = 1);
   // Writes `value` (of the view's type and shape) through the view into its storage.
   void write(TensorView view, int value);
   // Asks for `value` as a dense buffer returned by run().
@@ -142,12 +147,17 @@ class Program {
   struct Node {
     std::string op;  // empty for an argument; "#" for output `index` of node `inputs[0]`
     std::vector<int> inputs;
-    lowering::Attrs attrs;
+    lowering::Attrs own;  // its attributes, unless it shares them
     hlo::Shape shape;  // arguments only
     int index = 0;
     bool has_bits = false;  // a scalar argument whose element is known: `bits`
     uint64_t bits[2] = {0, 0};
+    std::shared_ptr<const lowering::Attrs> shared;
+
+    const lowering::Attrs& attrs() const { return shared ? *shared : own; }
   };
+  int add_node(const std::string& op, std::vector<int> inputs, lowering::Attrs own,
+               std::shared_ptr<const lowering::Attrs> shared, int num_outputs);
   struct StorageState {
     StorageHandle* storage;
     int current;  // value holding its contents, -1 while it has none

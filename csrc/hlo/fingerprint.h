@@ -35,6 +35,9 @@ class Fingerprint {
     add(shape.dims);
   }
 
+  // The bytes of `other`, as if what was added to it were added here.
+  void add_bytes(const Fingerprint& other) { bytes_.append(other.bytes_); }
+
   void reserve(size_t bytes) { bytes_.reserve(bytes); }  // one allocation for a short key
   void clear() { bytes_.clear(); }                          // empty, keeping the allocation
   const std::string& bytes() const { return bytes_; }

@@ -116,6 +116,49 @@ def test_an_op_run_again_on_other_layouts_and_scalars_matches_cpu(mode):
                 assert after["executable_cache_hits"] - before["executable_cache_hits"] >= replays
 
 
+def same_ops_other_attributes(device):
+    """Ops called again with other attribute arguments (dims, flags, dtypes, strings, absent
+    optionals, static scalars, list lengths, output masks) and other scalar kinds: each call's
+    attributes are its own, however many calls of the op came before."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, generator=g).to(device)
+    y = torch.randn(4, 6, generator=g).abs().add(0.5).to(device)
+    out = []
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            out.append(x.sum(dim, keepdim=keepdim))
+            out.append(x.amax(dim, keepdim=keepdim))
+    out += [x.sum(dtype=torch.float64), x.sum(), x.cumsum(0), x.cumsum(1, dtype=torch.float64)]
+    out += [x.clamp(min=-0.5), x.clamp(max=0.5), x.clamp(-0.2, 0.3), x.clamp(min=None, max=0.1)]
+    for mode in (None, "floor", "trunc"):
+        out.append(torch.div(x, y, rounding_mode=mode))
+    out += [x.pow(2), x.pow(2.5), x.pow(True), y.pow(3), x.add(y, alpha=2), x.add(y, alpha=0.5)]
+    out += [x.norm(p=1), x.norm(p=2), x.norm(p=3.0), x.norm(p=float("inf"))]
+    out += [torch.cat([x, y]), torch.cat([x, y, x]), torch.cat([x, y], dim=1)]
+    out += [x.to(torch.float64), x.to(torch.int32), x.to(torch.bfloat16).float()]
+    out += [x.transpose(0, 1).contiguous(), x.permute(1, 0).sum(0), x.flip(0), x.flip(1)]
+    out += [torch.nn.functional.softmax(x, 0), torch.nn.functional.softmax(x, 1),
+            torch.nn.functional.log_softmax(x, -1)]
+    out += [x.topk(2, 1).values, x.topk(3, 0, largest=False).values]
+    out.append(torch.nn.functional.interpolate(x[None, None], scale_factor=2.0, mode="nearest"))
+    out.append(torch.nn.functional.interpolate(x[None, None], scale_factor=3.0, mode="nearest"))
+    w = torch.randn(6, generator=g).to(device)
+    for mask in ([True, False, True], [False, True, True], [True, True, False]):
+        out += [t for t in torch.ops.aten.native_layer_norm_backward(
+            x, x, [6], x.mean(1, keepdim=True), x.std(1, keepdim=True), w, w, mask) if t is not None]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "defer_and_fuse"])
+def test_an_op_called_again_with_other_attributes_matches_cpu(mode):
+    expected = same_ops_other_attributes("cpu")
+    with torchtpu.eager_mode(mode):
+        for _ in range(2):
+            got = same_ops_other_attributes("tpu")
+            for e, t in zip(expected, got, strict=True):
+                torch.testing.assert_close(t.cpu(), e, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
 SYNC_POINTS = {
     "item": lambda t: t.sum().item(),
     "cpu": lambda t: t.cpu(),
