@@ -307,6 +307,19 @@ void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bo
   }
 }
 
+// An op's call signature: the op and each argument's key (add_key), scalar values only for
+// static scalars or, `with_values`, every scalar.
+void add_signature(hlo::Fingerprint& key, const c10::FunctionSchema& schema,
+                   const std::vector<c10::IValue>& args, bool with_values) {
+  const auto& arguments = schema.arguments();
+  key.reserve(512);
+  key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
+  for (size_t i = 0; i < args.size(); ++i) {
+    add_key(key, args[i], is_scalar_type(arguments[i]),
+            with_values || is_static_scalar(arguments[i]));
+  }
+}
+
 // PyTorch's TensorIterator checks, with its messages: operands broadcast, and the result type
 // casts safely to each written output (a bool result casts to any).
 void check_elementwise(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema,
@@ -505,11 +518,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   const auto& arguments = schema.arguments();
   hlo::Fingerprint own;
   if (signature == nullptr) {  // an op's kernel calling its rule: its arguments and outputs
-    own.reserve(512);
-    own.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
-    for (size_t i = 0; i < args.size(); ++i) {
-      add_key(own, args[i], is_scalar_type(arguments[i]), is_static_scalar(arguments[i]));
-    }
+    add_signature(own, schema, args, false);
     for (const at::Tensor& t : outputs) add_tensor_key(own, t);
     signature = &own;
   }
@@ -607,17 +616,12 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Debug's checks read values to the host: not while a compiled graph is being captured.
   bool debug = engine::eager_mode() == engine::EagerMode::kDebug && !engine::capturing();
 
-  hlo::Fingerprint key;
-  key.reserve(512);
-  key.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&schema)));
   bool factory = true;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!arguments[i].is_out() && !held[i].empty()) factory = false;
   }
-  for (size_t i = 0; i < args.size(); ++i) {
-    add_key(key, args[i], is_scalar_type(arguments[i]),
-            factory || is_static_scalar(arguments[i]));
-  }
+  hlo::Fingerprint key;
+  add_signature(key, schema, args, factory);
   // Small integer work whose shapes keep changing at its line runs on the host, before the meta
   // function of a new shape (host_ops.cc).
   if (!factory && small_integer_work(all) &&

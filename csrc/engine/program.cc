@@ -7,7 +7,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "engine/eager.h"
 #include "engine/runtime.h"
@@ -192,20 +191,6 @@ void Program::result(int value) {
 
 void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape>& operands,
                              const lowering::Attrs& attrs, int num_outputs) {
-  // A rule lowers the same op on the same shapes and attributes the same way: each case is
-  // lowered once (a training step records the same few hundred cases every step).
-  static std::mutex mutex;
-  static std::unordered_set<hlo::Fingerprint, hlo::FingerprintHash> lowered;
-  thread_local hlo::Fingerprint key;  // its allocation serves every op of the thread
-  key.clear();
-  key.add(op);
-  for (const hlo::Shape& shape : operands) key.add(shape);
-  attrs.fingerprint(key);
-  key.add(int64_t{num_outputs});
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (lowered.count(key) > 0) return;
-  }
   hlo::FunctionBuilder b;
   lowering::Values values;
   for (const hlo::Shape& shape : operands) values.push_back(b.parameter(shape));
@@ -213,9 +198,6 @@ void Program::check_lowering(const std::string& op, const std::vector<hlo::Shape
   if (static_cast<int>(out.size()) < num_outputs) {
     throw std::logic_error("torchtpu: lowering rule '" + op + "' produced too few values");
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  if (lowered.size() > 100000) lowered.clear();  // bounds memory on shape-varying loads
-  lowered.insert(key);
 }
 
 std::string Program::hlo_text() const {
@@ -305,16 +287,15 @@ bool fill_without_compiling(const std::string& kind) {
 
 int Program::filled_from(const std::vector<Node>& nodes, int node, hlo::ElementType type) {
   const Node& write = nodes[node];
-  if (write.op != "view_write" || write.inputs.size() != 1 || write.attrs().i("offset") != 0 ||
-      write.attrs().type("type") != type) {
+  const lowering::Attrs& a = write.attrs();
+  if (write.op != "view_write" || write.inputs.size() != 1 || a.i("offset") != 0 ||
+      a.type("type") != type) {
     return -1;
   }
-  const std::vector<int64_t>& sizes = write.attrs().ints("sizes");
+  const std::vector<int64_t>& sizes = a.ints("sizes");
   int64_t numel = 1;
   for (int64_t size : sizes) numel *= size;
-  if (numel != write.attrs().i("numel") || !lowering::is_dense(sizes, write.attrs().ints("strides"))) {
-    return -1;
-  }
+  if (numel != a.i("numel") || !lowering::is_dense(sizes, a.ints("strides"))) return -1;
   int value = write.inputs[0];
   if (nodes[value].op == "cast" && nodes[value].attrs().type("type") == type) {
     value = nodes[value].inputs[0];

@@ -128,7 +128,8 @@ class Program {
   std::vector<std::shared_ptr<pjrt::Buffer>> run(Launch* launch = nullptr);
 
   // Lowers one op on operands of these shapes by itself, so a rule's refusal surfaces when the
-  // op is recorded rather than when a deferred program runs.
+  // op is recorded rather than when a deferred program runs. Its caller checks each case once
+  // (csrc/aten/lowered_kernel.cc keeps the attributes of the ops that lowered).
   static void check_lowering(const std::string& op, const std::vector<hlo::Shape>& operands,
                              const lowering::Attrs& attrs, int num_outputs);
   // A storage that died before the program ran: its contents are no longer an output.

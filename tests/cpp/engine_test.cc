@@ -249,8 +249,8 @@ void record_negate(StorageHandle& from, StorageHandle& to) {
   r.finish();
 }
 
-// check_lowering remembers the cases it lowered, not those a rule refused: a refusal is raised at
-// every call, and the same case on other shapes or attributes is judged afresh.
+// check_lowering judges each case by itself: a refusal is raised at every call, and the same op
+// on other shapes or attributes lowers.
 TEST(Program, CheckLoweringRefusesEveryTimeAndJudgesEachCase) {
   std::vector<hlo::Shape> shapes{{ElementType::kPred, {3}}, {ElementType::kPred, {3}}};
   auto attrs = [](ElementType compute) {
