@@ -58,6 +58,24 @@ def test_flash_attention_matches_sdpa(flash_attention, causal):
     assert flash_attention.check(batch=1, heads=2, seq=32, dim=8, block=8, causal=causal) < 1e-5
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_pallas_backward_matches_sdpa(flash_attention, causal):
+    assert flash_attention.check_backward(batch=1, heads=2, seq=32, dim=8, block=8,
+                                          causal=causal) < 1e-5
+
+
+@pytest.mark.parametrize("block_q, block_k", [(8, 16), (16, 8)])
+def test_flash_attention_backward_with_unequal_blocks(flash_attention, block_q, block_k):
+    # the causal walks start and stop at the diagonal of blocks of two sizes
+    import torch
+
+    q, k, v = flash_attention._inputs(1, 1, 32, 8, seed=3, requires_grad=True)
+    w = torch.randn(q.shape, generator=torch.Generator().manual_seed(4)).to("tpu")
+    out = flash_attention.flash_attention(q, k, v, causal=True, block_q=block_q, block_k=block_k)
+    grads = torch.autograd.grad((out * w).sum(), (q, k, v))
+    assert flash_attention._grad_error(grads, q, k, v, w, causal=True) < 1e-5
+
+
 def test_flash_attention_compiled_with_its_backward(flash_attention):
     loss_err, grad_err = flash_attention.check_compiled(batch=1, heads=1, seq=16, dim=8, block=8)
     assert loss_err < 1e-4 and grad_err < 1e-5
