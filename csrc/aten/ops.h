@@ -54,6 +54,15 @@ void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
 void assert_async(const at::Tensor& self);
 void assert_async_msg(const at::Tensor& self, c10::string_view assert_msg);
 
+// Scaled dot-product attention as one op (ops_attention.cc): the backend's choice for
+// F.scaled_dot_product_attention (an at::SDPBackend value), and the kernels of
+// _scaled_dot_product_fused_attention_overrideable and its backward.
+int64_t choose_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa);
+void attention_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void attention_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // Writes `outputs` (tpu tensors of the module's result types and shapes) with the results of the
 // module registered under `entry` (lowering/inline_module.h) called on `inputs` (ops_call_module.cc).
 void call_module(const std::string& entry, const std::vector<at::Tensor>& inputs,

@@ -62,6 +62,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_kernel>());
 
+  // Attention: F.scaled_dot_product_attention's one-op path (ops_attention.cc).
+  m.impl("_scaled_dot_product_fused_attention_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&attention_kernel>());
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         torch::CppFunction::makeFromBoxedFunction<&attention_backward_kernel>());
+
   // Value-dependent shapes: one wait for a count, then the device.
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));

@@ -1,8 +1,12 @@
 // Neural-network ops: softmax, normalisation, embedding gradients, channel shuffle, and their
 // backwards. Losses are in losses.cc, activations in activations.cc.
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
 
 #include "lowering/arith.h"
+#include "lowering/matrix.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::lowering {
@@ -317,6 +321,107 @@ Values channel_shuffle(FunctionBuilder& b, const Values& v, const Attrs& a) {
 
 }  // namespace
 
+// Scaled dot-product attention as one op (aten/ops_attention.cc): q (B, H, L, E), k (B, H, S, E),
+// v (B, H, S, Ev), an optional bias broadcast to (B, H, L, S) (a bool mask keeps where true, a
+// float one is added), a causal mask keeping key j <= query i, and the scale (1/sqrt(E) when
+// absent). As PyTorch's math composite computes it, in the opmath type: a row whose every key is
+// masked has weights 0 (its output 0, its logsumexp -inf), and a NaN anywhere in a row is NaN.
+struct Attention {
+  Value q, k, v, bias, scale;  // bias and scale may be absent (empty shape type)
+  bool has_bias = false, has_scale = false, causal = false;
+};
+
+// Its operands from an op's values: q, k and v at `first`, the bias (if present) after them, and
+// the scale (if present) `scale_after` values after the bias (or v, without one).
+Attention attention_operands(const Values& v, const Attrs& a, size_t first, size_t scale_after) {
+  Attention at;
+  at.q = v[first];
+  at.k = v[first + 1];
+  at.v = v[first + 2];
+  size_t next = first + 3;
+  at.has_bias = !a.has("attn_bias_absent");
+  if (at.has_bias) at.bias = v[next++];
+  at.has_scale = !a.has("scale_absent");
+  if (at.has_scale) at.scale = v[next + scale_after - 1];
+  at.causal = a.i("is_causal") != 0;
+  return at;
+}
+
+Value attention_scale(FunctionBuilder& b, const Attention& at, ElementType c, const Dims& dims) {
+  if (at.has_scale) return splat(b, at.scale, c, dims);
+  return full(b, c, dims, 1.0 / std::sqrt(static_cast<double>(dim(at.q, 1))));
+}
+
+// The masked, scaled scores (B, H, L, S) in type c: -inf where masked.
+Value attention_scores(FunctionBuilder& b, const Attention& at, ElementType c) {
+  Value q = convert(b, at.q, c), k = convert(b, at.k, c);
+  Value s = batched_matmul(b, q, matrix_transpose(b, k));
+  Dims dims = s.shape.dims;
+  s = mul(b, s, attention_scale(b, at, c, dims));
+  Value masked = full(b, c, dims, -std::numeric_limits<double>::infinity());
+  if (at.has_bias) {
+    Value bias = broadcast_to(b, at.bias, dims);
+    s = bias.shape.type == ElementType::kPred ? select(b, bias, s, masked)
+                                               : add(b, s, convert(b, bias, c));
+  }
+  if (at.causal) {
+    Value keep = compare(b, iota(b, ElementType::kS64, dims, 3),
+                         iota(b, ElementType::kS64, dims, 2), "LE");
+    s = select(b, keep, s, masked);
+  }
+  return s;
+}
+
+// The probabilities exp(s - lse) and the logsumexp (B, H, L) of scores s: 0 and -inf for a row
+// masked throughout.
+std::pair<Value, Value> attention_weights(FunctionBuilder& b, const Value& s) {
+  Dims axes{3};
+  Value m = max_keep(b, s, axes);
+  Value none = compare(b, m, like(b, m, -std::numeric_limits<double>::infinity()), "EQ");
+  m = select(b, none, like(b, m, 0), m);
+  Value e = unary(b, "stablehlo.exponential", sub(b, s, m));
+  Value total = sum_keep(b, e, axes);
+  Value p = select(b, compare(b, total, like(b, total, 0), "EQ"), like(b, e, 0),
+                   divide(b, e, total));
+  Value lse = add(b, m, unary(b, "stablehlo.log", total));
+  Dims rows(s.shape.dims.begin(), s.shape.dims.end() - 1);
+  lse = reshape(b, slice(b, lse, Dims(4, 0), with(rows, {1})), rows);
+  return {p, lse};
+}
+
+// _scaled_dot_product_fused_attention_overrideable -> (output, logsumexp)
+Values attention(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  Attention at = attention_operands(v, a, 0, 2);  // ..., bias?, dropout_p, scale?
+  ElementType t = out_type(a), c = opmath(t);
+  auto [p, lse] = attention_weights(b, attention_scores(b, at, c));
+  Value out = batched_matmul(b, p, convert(b, at.v, c));
+  return Values{convert(b, out, t), convert(b, lse, out_type(a, 1))};
+}
+
+// _scaled_dot_product_fused_attention_overrideable_backward(grad_out, query, key, value,
+// attn_bias, grad_input_mask, out, logsumexp, ...) -> (grad_query, grad_key, grad_value): with
+// P = softmax(S), dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = scale dS K and
+// dK = scale dS^T Q.
+Values attention_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  // grad_out, q, k, v, bias?, out, logsumexp, dropout_p, scale?
+  Attention at = attention_operands(v, a, 1, 4);
+  ElementType c = opmath(at.q.shape.type);
+  Value grad = convert(b, v[0], c), out = convert(b, v[at.has_bias ? 5 : 4], c);
+  auto [p, lse] = attention_weights(b, attention_scores(b, at, c));
+  Value q = convert(b, at.q, c), k = convert(b, at.k, c), value = convert(b, at.v, c);
+  Value dv = batched_matmul(b, matrix_transpose(b, p), grad);
+  Value dp = batched_matmul(b, grad, matrix_transpose(b, value));
+  Dims axes{3};
+  Value d = sum_keep(b, mul(b, grad, out), axes);  // (B, H, L, Ev): each row's sum spread
+  d = slice(b, d, Dims(4, 0), with(batch_dims(d), {dim(d, 2), 1}));
+  Value ds = mul(b, p, sub(b, dp, broadcast_to(b, d, dp.shape.dims)));
+  ds = mul(b, ds, attention_scale(b, at, c, ds.shape.dims));
+  Value dq = batched_matmul(b, ds, k);
+  Value dk = batched_matmul(b, matrix_transpose(b, ds), q);
+  return Values{convert(b, dq, at.q.shape.type), convert(b, dk, at.k.shape.type),
+                convert(b, dv, at.v.shape.type)};
+}
+
 void register_nn_rules(Registry& r) {
   r.add("group_norm_backward", group_norm_backward,
         {"native_group_norm_backward", "native_group_norm_backward.out"});
@@ -335,6 +440,8 @@ void register_nn_rules(Registry& r) {
   r.add("layer_norm", layer_norm, {"native_layer_norm", "native_layer_norm.out"});
   r.add("layer_norm_backward", layer_norm_backward,
         {"native_layer_norm_backward", "native_layer_norm_backward.out"});
+  r.add("attention", attention);
+  r.add("attention_backward", attention_backward);
   r.add("embedding_backward", embedding_backward,
         {"embedding_dense_backward", "embedding_dense_backward.out"});
 }

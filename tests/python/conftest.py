@@ -21,6 +21,21 @@ import torch  # noqa: E402
 
 import torchtpu  # noqa: E402, F401  (registers "tpu")
 
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+
+class OpLog(TorchDispatchMode):
+    """Records the name of each ATen op dispatched while it is active ("aten.add.Tensor")."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("TORCHTPU_BUILD_DIR", os.path.join(REPO, "build"))
 

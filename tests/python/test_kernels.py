@@ -3,6 +3,7 @@ ops on the CPU, in every eager mode, under autograd and torch.compile."""
 
 import pytest
 import torch
+from conftest import OpLog
 
 import torchtpu
 
@@ -160,20 +161,11 @@ def test_a_given_backward_is_used():
 def test_without_gradients_it_still_goes_through_the_dispatcher():
     """Calls that want no gradient skip the autograd kernel, not the dispatcher (modes still see
     the op), and give outputs without a grad_fn."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    seen = []
-
-    class Log(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.append(func)
-            return func(*args, **(kwargs or {}))
-
     x = _rand(4, 8).to("tpu").requires_grad_()
     y = _rand(8, 3, seed=1).to("tpu")
-    with torch.no_grad(), Log():
+    with torch.no_grad(), OpLog() as log:
         got = tanh_matmul_softmax(x, y)
-    assert tanh_matmul_softmax.op in seen and not got.requires_grad
+    assert str(tanh_matmul_softmax.op) in log.ops and not got.requires_grad
     assert tanh_matmul_softmax(x, y).grad_fn is not None
 
 
@@ -280,20 +272,9 @@ def test_wrong_arguments_are_refused():
 def test_modes_and_the_profiler_see_the_op():
     """A call needing no gradient goes straight to the tpu kernel only where nothing would see the
     op in the dispatcher: a dispatch mode and the profiler still see it."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Log(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     triple = jax_op(lambda x: x * 3, name="seen_by_modes")
     x = torch.arange(4.0, device="tpu")
-    with Log() as log:
+    with OpLog() as log:
         y = triple(x)
     assert "torchtpu.seen_by_modes.default" in log.ops
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

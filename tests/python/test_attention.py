@@ -1,0 +1,170 @@
+"""F.scaled_dot_product_attention on "tpu" (csrc/aten/ops_attention.cc): one fused op where its
+lowering covers the call, PyTorch's math composite elsewhere; both against the CPU, forward and
+gradients, in every eager mode."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import OpLog
+
+pytestmark = pytest.mark.usefixtures("fallback_error", "each_eager_mode")
+
+FUSED = "aten._scaled_dot_product_fused_attention_overrideable.default"
+
+
+def _inputs(shapes, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
+
+
+def _run(q, k, v, requires_grad, **kwargs):
+    """The attention of (q, k, v) and, with requires_grad, the gradients of a weighted sum."""
+    q, k, v = (t.requires_grad_(requires_grad) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    if not requires_grad:
+        return out, ()
+    w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape).to(out.device)
+    return out, torch.autograd.grad((out * w).nansum(), (q, k, v))
+
+
+def check(shapes=((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 6)), dtype=torch.float32, fused=True,
+          tol=2e-6, mask=None, requires_grad=True, prepare=lambda t: t, seed=0, **kwargs):
+    """Runs the attention on the CPU and on tpu (inputs made by `prepare` from contiguous ones,
+    the mask moved along) and compares outputs and gradients; says whether tpu ran the fused op."""
+    cpu = _inputs(shapes, dtype, seed)
+    tpu = [prepare(t.to("tpu")).detach() for t in cpu]
+    expected, expected_grads = _run(*[prepare(t).detach() for t in cpu], requires_grad,
+                                    attn_mask=mask, **kwargs)
+    with OpLog() as log:
+        got, grads = _run(*tpu, requires_grad, attn_mask=None if mask is None else mask.to("tpu"),
+                          **kwargs)
+    assert (FUSED in log.ops) == fused, log.ops
+    torch.testing.assert_close(got.cpu(), expected, rtol=tol, atol=tol, equal_nan=True)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g.cpu(), e, rtol=tol, atol=tol, equal_nan=True)
+    return log.ops
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_one_op_matches_cpu(causal):
+    check(is_causal=causal)
+    q, k, v = (t.to("tpu").requires_grad_() for t in _inputs(
+        ((1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4)), torch.float32, 0))
+    with OpLog() as forward:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    with OpLog() as backward:
+        out.sum().backward()
+    # the whole attention, where the composite makes about twenty ops, and its backward
+    assert [op for op in forward.ops if op != "aten.detach.default"] == [FUSED], forward.ops
+    assert FUSED.replace(".default", "_backward.default") in backward.ops, backward.ops
+
+
+@pytest.mark.parametrize("lengths", [(7, 5), (5, 7), (1, 9), (9, 1)])
+def test_causal_mask_is_top_left_for_any_lengths(lengths):
+    q_len, k_len = lengths
+    check(shapes=((1, 2, q_len, 4), (1, 2, k_len, 4), (1, 2, k_len, 4)), is_causal=True)
+
+
+@pytest.mark.parametrize("mask", [
+    torch.rand(5, 7, generator=torch.Generator().manual_seed(1)) > 0.4,       # bool, broadcast
+    torch.randn(2, 1, 5, 7, generator=torch.Generator().manual_seed(2)),     # float, added
+    torch.randn(1, 7, generator=torch.Generator().manual_seed(3)),           # float, one row
+], ids=["bool", "float", "float_row"])
+def test_masks(mask):
+    check(mask=mask)
+
+
+def test_a_row_masked_throughout_gives_zeros_and_no_nan():
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    mask[2] = False
+    mask[4, :] = False
+    check(mask=mask)
+
+
+def test_scale():
+    check(scale=0.3)
+    check(scale=-1.5)
+
+
+def test_nan_and_infinity_spread_as_on_the_cpu():
+    def poisoned(t):
+        t = t.clone()
+        if t.shape[-2] == 5:  # q: a NaN in one query, an infinity in another
+            t[0, 1, 2, 3] = float("nan")
+            t[1, 0, 4, 0] = float("inf")
+        return t
+    check(prepare=poisoned, requires_grad=False)
+
+
+def test_non_contiguous_inputs():
+    # (batch, seq, heads, dim) tensors viewed as (batch, heads, seq, dim), as attention layers do
+    check(shapes=((2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 6)), prepare=lambda t: t.transpose(1, 2),
+          is_causal=True)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.bfloat16, 2e-2), (torch.float64, 1e-12)])
+def test_other_float_dtypes(dtype, tol):
+    check(dtype=dtype, tol=tol, is_causal=True)
+
+
+# The composite's cases: the same results as the CPU, without the fused op.
+
+def test_grouped_query_heads_take_the_composite():
+    check(shapes=((1, 4, 5, 8), (1, 2, 7, 8), (1, 2, 7, 8)), enable_gqa=True, fused=False)
+
+
+def test_three_dimensional_inputs_take_the_composite():
+    check(shapes=((3, 5, 8), (3, 7, 8), (3, 7, 8)), fused=False)
+
+
+def test_broadcast_batch_takes_the_composite():
+    check(shapes=((2, 3, 5, 8), (1, 3, 7, 8), (1, 3, 7, 8)), fused=False)
+
+
+@pytest.mark.parametrize("shapes", [((1, 2, 0, 4), (1, 2, 3, 4), (1, 2, 3, 4)),
+                                    ((1, 2, 3, 4), (1, 2, 0, 4), (1, 2, 0, 4))],
+                         ids=["no_queries", "no_keys"])
+def test_empty_inputs_take_the_composite(shapes):
+    check(shapes=shapes, fused=False)
+
+
+def test_a_mask_that_needs_a_gradient_takes_the_composite():
+    mask = torch.randn(5, 7)
+    cpu_mask, tpu_mask = mask.clone().requires_grad_(), mask.to("tpu").requires_grad_()
+    q, k, v = _inputs(((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 6)), torch.float32, 0)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=cpu_mask)
+    with OpLog() as log:
+        got = F.scaled_dot_product_attention(q.to("tpu"), k.to("tpu"), v.to("tpu"),
+                                             attn_mask=tpu_mask)
+    assert FUSED not in log.ops
+    torch.testing.assert_close(got.cpu(), expected, rtol=2e-6, atol=2e-6)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), cpu_mask)
+    (grad,) = torch.autograd.grad(got.sum(), tpu_mask)
+    torch.testing.assert_close(grad.cpu(), expected_grad, rtol=2e-6, atol=2e-6)
+
+
+def test_dropout_takes_the_composite():
+    q, k, v = (t.to("tpu") for t in _inputs(((1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4)),
+                                            torch.float32, 0))
+    with OpLog() as log:
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    assert FUSED not in log.ops and out.shape == (1, 2, 5, 4) and out.isfinite().all()
+
+
+def test_errors_are_the_cpus():
+    q, k, v = _inputs(((1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4)), torch.float32, 0)
+    for args in [(q, k.double(), v), (q, k[..., :3], v)]:
+        with pytest.raises(RuntimeError) as on_cpu:
+            F.scaled_dot_product_attention(*args)
+        with pytest.raises(type(on_cpu.value)):
+            F.scaled_dot_product_attention(*(t.to("tpu") for t in args))
+
+
+def test_compiled_matches_eager():
+    q, k, v = (t.to("tpu") for t in _inputs(((1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 4)),
+                                            torch.float32, 0))
+    eager = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    compiled = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                            is_causal=True),
+                             backend="tpu", fullgraph=True)
+    torch.testing.assert_close(compiled(q, k, v).cpu(), eager.cpu(), rtol=2e-6, atol=2e-6)
