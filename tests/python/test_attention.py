@@ -168,3 +168,19 @@ def test_compiled_matches_eager():
                                                                             is_causal=True),
                              backend="tpu", fullgraph=True)
     torch.testing.assert_close(compiled(q, k, v).cpu(), eager.cpu(), rtol=2e-6, atol=2e-6)
+
+
+def test_functorch_transforms_take_the_composite():
+    q, k, v = _inputs(((2, 1, 2, 5, 4), (2, 1, 2, 7, 4), (2, 1, 2, 7, 4)), torch.float32, 0)
+    tq, tk, tv = (t.to("tpu") for t in (q, k, v))
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    with OpLog() as log:
+        got = torch.vmap(attend)(tq, tk, tv)
+    assert FUSED not in log.ops
+    torch.testing.assert_close(got.cpu(), torch.vmap(attend)(q, k, v), rtol=2e-6, atol=2e-6)
+    grad = torch.func.grad(lambda q: attend(q, tk[0], tv[0]).sum())(tq[0])
+    expected = torch.func.grad(lambda q: attend(q, k[0], v[0]).sum())(q[0])
+    torch.testing.assert_close(grad.cpu(), expected, rtol=2e-6, atol=2e-6)
