@@ -54,6 +54,9 @@ void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
 void assert_async(const at::Tensor& self);
 void assert_async_msg(const at::Tensor& self, c10::string_view assert_msg);
 
+// A boxed kernel's arguments, taken off the stack (ops_conv.cc).
+std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // Scaled dot-product attention as one op (ops_attention.cc): the backend's choice for
 // F.scaled_dot_product_attention (an at::SDPBackend value), and the kernels of
 // _scaled_dot_product_fused_attention_overrideable and its backward.

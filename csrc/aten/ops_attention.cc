@@ -17,13 +17,6 @@ namespace {
 
 constexpr int64_t kMath = 0, kOverrideable = 4;  // at::SDPBackend's values
 
-std::vector<c10::IValue> take(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  size_t n = op.schema().arguments().size();
-  std::vector<c10::IValue> args(stack->end() - n, stack->end());
-  torch::jit::drop(*stack, n);
-  return args;
-}
-
 // A tensor of the device's own, not a traced or wrapped one (whose sizes may be symbolic).
 bool own(const at::Tensor& t) {
   static const c10::DispatchKeySet wrapped(
@@ -80,7 +73,7 @@ int64_t choose_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
 //   max_k, philox_seed, philox_offset, debug_attn_mask): the last ones are for variable-length
 //   batches and dropout, which this op does not take (undefined, and max_q/max_k the lengths).
 void attention_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::vector<c10::IValue> args = take(op, stack);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   const at::Tensor& q = args[0].toTensor();
   const at::Tensor& k = args[1].toTensor();
   const at::Tensor& v = args[2].toTensor();
@@ -111,7 +104,7 @@ void attention_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 //   is_causal, philox_seed, philox_offset, scale?) -> (grad_query, grad_key, grad_value,
 //   grad_attn_bias); the forward takes no mask that needs a gradient.
 void attention_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::vector<c10::IValue> args = take(op, stack);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   const at::Tensor& q = args[1].toTensor();
   const at::Tensor& k = args[2].toTensor();
   const at::Tensor& v = args[3].toTensor();

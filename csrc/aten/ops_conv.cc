@@ -12,20 +12,17 @@
 #include "lowering/registry.h"
 
 namespace torchtpu::aten {
-namespace {
-
-std::vector<c10::IValue> take(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op,
+                                       torch::jit::Stack* stack) {
   size_t n = op.schema().arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   torch::jit::drop(*stack, n);
   return args;
 }
 
-}  // namespace
-
 // (input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
 void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::vector<c10::IValue> args = take(op, stack);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   const at::Tensor& input = args[0].toTensor();
   const at::Tensor& weight = args[1].toTensor();
   std::vector<int64_t> stride = args[3].toIntVector(), padding = args[4].toIntVector(),
@@ -59,7 +56,7 @@ void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups,
 // output_mask) -> (grad_input, grad_weight, grad_bias)
 void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::vector<c10::IValue> args = take(op, stack);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   const at::Tensor& grad = args[0].toTensor();
   const at::Tensor& input = args[1].toTensor();
   const at::Tensor& weight = args[2].toTensor();
@@ -95,7 +92,7 @@ void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stac
 // (_no_training): their arguments are brought to native_batch_norm's. _batch_norm_with_update
 // (what nn.BatchNorm calls in training) is the training case, with an empty `reserve` result.
 void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::vector<c10::IValue> args = take(op, stack);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   bool with_update = op.schema().name() == "aten::_batch_norm_with_update";
   if (op.schema().overload_name() == "no_stats") {
     args.insert(args.begin() + 3, {c10::IValue(), c10::IValue()});
