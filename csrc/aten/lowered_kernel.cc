@@ -593,12 +593,19 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
   }
 }
 
+std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op,
+                                       torch::jit::Stack* stack) {
+  size_t n = op.schema().arguments().size();
+  std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  torch::jit::drop(*stack, n);
+  return args;
+}
+
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& arguments = schema.arguments();
   const lowering::AtenBinding& binding = binding_for(op);
-  std::vector<c10::IValue> args(stack->end() - arguments.size(), stack->end());
-  torch::jit::drop(*stack, arguments.size());
+  std::vector<c10::IValue> args = take_arguments(op, stack);
 
   std::vector<std::vector<at::Tensor>> held;  // each argument's tensors
   held.reserve(args.size());
@@ -704,7 +711,9 @@ namespace {
 
 bool supported_kind(const c10::TypePtr& type) {
   c10::TypePtr t = type;
-  if (t->kind() == c10::TypeKind::OptionalType) t = t->expectRef<c10::OptionalType>().getElementType();
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    t = t->expectRef<c10::OptionalType>().getElementType();
+  }
   switch (t->kind()) {
     case c10::TypeKind::TensorType:
     case c10::TypeKind::NumberType:
@@ -755,7 +764,9 @@ std::vector<std::string> lowered_operators() {
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     bool bound = false;
-    for (const auto& binding : lowering::aten_bindings()) bound = bound || matches(binding.aten_op, name);
+    for (const auto& binding : lowering::aten_bindings()) {
+      bound = bound || matches(binding.aten_op, name);
+    }
     if (!bound) continue;
     std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
     if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||

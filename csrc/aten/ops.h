@@ -54,7 +54,7 @@ void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
 void assert_async(const at::Tensor& self);
 void assert_async_msg(const at::Tensor& self, c10::string_view assert_msg);
 
-// A boxed kernel's arguments, taken off the stack (ops_conv.cc).
+// A boxed kernel's arguments, taken off the stack (lowered_kernel.cc).
 std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Scaled dot-product attention as one op (ops_attention.cc): the backend's choice for
@@ -67,7 +67,8 @@ void attention_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void attention_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Writes `outputs` (tpu tensors of the module's result types and shapes) with the results of the
-// module registered under `entry` (lowering/inline_module.h) called on `inputs` (ops_call_module.cc).
+// module registered under `entry` (lowering/inline_module.h) called on `inputs`
+// (ops_call_module.cc).
 void call_module(const std::string& entry, const std::vector<at::Tensor>& inputs,
                  const std::vector<at::Tensor>& outputs);
 at::Scalar local_scalar_dense(const at::Tensor& self);
@@ -225,7 +226,8 @@ struct HostOpReads {
 bool reading_for_host_op();
 // Whether `t`'s storage holds values an op run on the host made, still current (ops_copy.cc).
 bool held_on_host(const at::Tensor& t);
-// Adds a tensor argument's dtype, device kind, sizes and strides to a cache key (lowered_kernel.cc).
+// Adds a tensor argument's dtype, device kind, sizes and strides to a cache key
+// (lowered_kernel.cc).
 void add_tensor_key(hlo::Fingerprint& f, const at::Tensor& t);
 // Whether `t`'s values are on the device outside any pending program: a read to the host waits
 // at most for their computation, already launched, and cuts no program (ops_copy.cc). Not whether

@@ -21,9 +21,7 @@ void check_one_element(const at::Tensor& t, const char* name, at::ScalarType dty
 // (self: grads, found_inf, inv_scale) -> ()
 void non_finite_check_and_unscale_kernel(const c10::OperatorHandle& op,
                                          torch::jit::Stack* stack) {
-  size_t n = op.schema().arguments().size();
-  std::vector<c10::IValue> args(stack->end() - n, stack->end());
-  torch::jit::drop(*stack, n);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   std::vector<at::Tensor> grads = args[0].toTensorVector();
   const at::Tensor& found_inf = args[1].toTensor();
   const at::Tensor& inv_scale = args[2].toTensor();
@@ -47,9 +45,7 @@ void non_finite_check_and_unscale_kernel(const c10::OperatorHandle& op,
 // (self: scale, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor,
 //  growth_interval) -> self
 void update_scale_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  size_t n = op.schema().arguments().size();
-  std::vector<c10::IValue> args(stack->end() - n, stack->end());
-  torch::jit::drop(*stack, n);
+  std::vector<c10::IValue> args = take_arguments(op, stack);
   const at::Tensor& scale = args[0].toTensor();
   const at::Tensor& tracker = args[1].toTensor();
   const at::Tensor& found_inf = args[2].toTensor();

@@ -10,7 +10,6 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "aten/ops.h"
-#include "aten/tensor_view.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -45,8 +44,8 @@ bool broadcasts(const at::Tensor& mask, at::IntArrayRef to) {
 
 // F.scaled_dot_product_attention's question to the backend: OVERRIDEABLE (this file's op) or MATH.
 int64_t choose_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-               const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
-               std::optional<double> /*scale*/, bool /*enable_gqa*/) {
+                         const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+                         std::optional<double> /*scale*/, bool /*enable_gqa*/) {
   bool has_mask = mask.has_value() && mask->defined();
   if (!own(q) || !own(k) || !own(v) || (has_mask && !own(*mask))) return kMath;
   at::ScalarType t = q.scalar_type();

@@ -12,14 +12,6 @@
 #include "lowering/registry.h"
 
 namespace torchtpu::aten {
-std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op,
-                                       torch::jit::Stack* stack) {
-  size_t n = op.schema().arguments().size();
-  std::vector<c10::IValue> args(stack->end() - n, stack->end());
-  torch::jit::drop(*stack, n);
-  return args;
-}
-
 // (input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
 void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args = take_arguments(op, stack);
