@@ -12,14 +12,21 @@
 namespace torchtpu::lowering {
 namespace {
 
+Value sum_over(FunctionBuilder& b, const Value& x, const Dims& axes) {
+  return reduce(b, x, axes, constant(b, x.shape.type, 0), "stablehlo.add");
+}
+
+// A reduction over `axes` spread back over them, to `dims`.
+Value spread(FunctionBuilder& b, const Value& reduced, const Dims& dims, const Dims& axes) {
+  return broadcast_to(b, keep_dims(b, reduced, dims, axes), dims);
+}
+
 Value sum_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
-  Value s = reduce(b, x, axes, constant(b, x.shape.type, 0), "stablehlo.add");
-  return broadcast_to(b, keep_dims(b, s, x.shape.dims, axes), x.shape.dims);
+  return spread(b, sum_over(b, x, axes), x.shape.dims, axes);
 }
 
 Value max_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
-  Value m = reduce_extreme(b, x, axes, true);
-  return broadcast_to(b, keep_dims(b, m, x.shape.dims, axes), x.shape.dims);
+  return spread(b, reduce_extreme(b, x, axes, true), x.shape.dims, axes);
 }
 
 // _softmax / _log_softmax(self, dim, half_to_float)
@@ -376,17 +383,16 @@ Value attention_scores(FunctionBuilder& b, const Attention& at, ElementType c) {
 // masked throughout.
 std::pair<Value, Value> attention_weights(FunctionBuilder& b, const Value& s) {
   Dims axes{3};
-  Value m = max_keep(b, s, axes);
+  const Dims& dims = s.shape.dims;
+  Value m = reduce_extreme(b, s, axes, true);  // (B, H, L)
   Value none = compare(b, m, like(b, m, -std::numeric_limits<double>::infinity()), "EQ");
   m = select(b, none, like(b, m, 0), m);
-  Value e = unary(b, "stablehlo.exponential", sub(b, s, m));
-  Value total = sum_keep(b, e, axes);
-  Value p = select(b, compare(b, total, like(b, total, 0), "EQ"), like(b, e, 0),
-                   divide(b, e, total));
-  Value lse = add(b, m, unary(b, "stablehlo.log", total));
-  Dims rows(s.shape.dims.begin(), s.shape.dims.end() - 1);
-  lse = reshape(b, slice(b, lse, Dims(4, 0), with(rows, {1})), rows);
-  return {p, lse};
+  Value e = unary(b, "stablehlo.exponential", sub(b, s, spread(b, m, dims, axes)));
+  Value total = sum_over(b, e, axes);
+  Value total_spread = spread(b, total, dims, axes);
+  Value p = select(b, compare(b, total_spread, like(b, total_spread, 0), "EQ"), like(b, e, 0),
+                   divide(b, e, total_spread));
+  return {p, add(b, m, unary(b, "stablehlo.log", total))};
 }
 
 // _scaled_dot_product_fused_attention_overrideable -> (output, logsumexp)
@@ -412,9 +418,8 @@ Values attention_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value dv = batched_matmul(b, matrix_transpose(b, p), grad);
   Value dp = batched_matmul(b, grad, matrix_transpose(b, value));
   Dims axes{3};
-  Value d = sum_keep(b, mul(b, grad, out), axes);  // (B, H, L, Ev): each row's sum spread
-  d = slice(b, d, Dims(4, 0), with(batch_dims(d), {dim(d, 2), 1}));
-  Value ds = mul(b, p, sub(b, dp, broadcast_to(b, d, dp.shape.dims)));
+  Value d = sum_over(b, mul(b, grad, out), axes);  // (B, H, L)
+  Value ds = mul(b, p, sub(b, dp, spread(b, d, dp.shape.dims, axes)));
   ds = mul(b, ds, attention_scale(b, at, c, ds.shape.dims));
   Value dq = batched_matmul(b, ds, k);
   Value dk = batched_matmul(b, matrix_transpose(b, ds), q);
