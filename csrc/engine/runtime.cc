@@ -2,13 +2,17 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
+#include <variant>
 
 #include "engine/device_asserts.h"
 #include "engine/exit_gate.h"
@@ -59,6 +63,44 @@ void keep_freed_host_memory() {
 constexpr size_t kMaxCachedScalars = 4096;
 constexpr size_t kMaxInFlight = 4096;
 
+// The host CPU's model and instruction set extensions (the first processor's "model name" and
+// "flags" in /proc/cpuinfo), or "" where there is no such file.
+std::string host_cpu() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(cpuinfo, line) && (model.empty() || flags.empty())) {
+    if (line.rfind("model name", 0) == 0 && model.empty()) model = line;
+    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = line;
+  }
+  return model + "\n" + flags;
+}
+
+// What an executable depends on beside its text and compile options: the plugin (its platform,
+// version and C API version, which a rebuilt plugin may keep, and its file's path, size and
+// modification time), the client's create options, the devices' kind, the flags XLA reads from
+// the environment (XLA_FLAGS and libtpu's LIBTPU_INIT_ARGS: fast-math flags change results), and
+// on the CPU plugin the host's CPU, whose instruction set the code is compiled for.
+std::string executable_identity(const pjrt::Client& client, const RuntimeConfig& c) {
+  std::ostringstream out;
+  out << client.platform_name() << "\n" << client.platform_version() << "\n"
+      << client.plugin().api_version() << "\n" << c.version << "\n" << c.plugin_path;
+  struct stat st {};
+  if (::stat(c.plugin_path.c_str(), &st) == 0) {
+    out << " " << st.st_size << " " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
+  }
+  for (const pjrt::ClientOption& option : c.options) {
+    out << "\n" << option.name << "=";
+    std::visit([&](const auto& value) { out << value; }, option.value);
+  }
+  for (int i = 0; i < client.device_count(); ++i) out << "\n" << client.device(i).kind();
+  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* value = std::getenv(name);
+    out << "\n" << name << "=" << (value != nullptr ? value : "");
+  }
+  if (client.platform_name() == "cpu") out << "\n" << host_cpu();
+  return out.str();
+}
+
 }  // namespace
 
 void configure_runtime(RuntimeConfig c) {
@@ -73,10 +115,7 @@ Runtime::Runtime(const RuntimeConfig& c) : platform_(c.platform) {
   marks_ = std::make_unique<LaunchMarks>(client_->device_count());
   executables_.set_max_bytes(c.memory_cache_max_bytes);
   if (!c.cache_dir.empty()) {
-    // An executable is only valid for the plugin, its version and the options it was built for.
-    std::string salt = client_->platform_name() + "\n" + client_->platform_version() + "\n" +
-                       client_->plugin().api_version() + "\n" + c.version + "\n" +
-                       pjrt::portable_compile_options();
+    std::string salt = executable_identity(*client_, c) + "\n" + pjrt::portable_compile_options();
     executables_.set_disk_cache(
         std::make_shared<DiskCache>(c.cache_dir, c.cache_max_bytes, std::move(salt)));
   }

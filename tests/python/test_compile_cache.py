@@ -85,6 +85,53 @@ def test_size_bound_evicts_least_recently_used(tmp_path):
     assert total <= bound
 
 
+NAN_PROGRAM = """
+import json, torch, torchtpu
+x = torch.tensor([float("nan"), 1.0, 2.0], device="tpu")
+print(json.dumps({"isnan": torch.isnan(x).cpu().tolist(), "amax": torch.amax(x).item(),
+                  "loaded": torchtpu.metrics()["executables_loaded_from_disk"]}))
+"""
+FAST_MATH = "--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false"
+
+
+def run_nan(cache, **env):
+    r = run_python(NAN_PROGRAM, TORCHTPU_CACHE_DIR=str(cache), **env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("first_flags", [FAST_MATH, None])
+def test_executables_compiled_under_other_xla_flags_are_not_loaded(tmp_path, first_flags):
+    # XLA reads its flags from the environment, and fast math drops NaNs: an executable compiled
+    # under one set of flags must never answer for a process running under another.
+    run_nan(tmp_path, XLA_FLAGS=first_flags)
+    other = FAST_MATH if first_flags is None else None
+    result = run_nan(tmp_path, XLA_FLAGS=other)
+    assert result["loaded"] == 0
+    if other is None:  # PyTorch's answers
+        assert result["isnan"] == [True, False, False] and result["amax"] != result["amax"]
+    again = run_nan(tmp_path, XLA_FLAGS=other)
+    assert again["loaded"] > 0 and again["isnan"] == result["isnan"]
+
+
+def test_executables_of_another_plugin_file_are_not_loaded(tmp_path):
+    # A rebuilt or upgraded plugin may keep its platform version string; its file's size and
+    # modification time tell it apart.
+    import torchtpu
+
+    plugin = tmp_path / "plugin.so"
+    plugin.write_bytes(open(torchtpu.plugin()["path"], "rb").read())
+    cache = tmp_path / "cache"
+    first, _ = run(cache, TORCHTPU_PJRT_PLUGIN=str(plugin))
+    second, _ = run(cache, TORCHTPU_PJRT_PLUGIN=str(plugin))
+    assert second["metrics"]["executables_loaded_from_disk"] > 0
+    os.utime(plugin, ns=(plugin.stat().st_atime_ns, plugin.stat().st_mtime_ns + 10**9))
+    third, _ = run(cache, TORCHTPU_PJRT_PLUGIN=str(plugin))
+    assert third["metrics"]["executables_loaded_from_disk"] == 0
+    assert third["metrics"]["executables_compiled"] == first["metrics"]["executables_compiled"]
+    assert third["values"] == first["values"]
+
+
 def test_cache_can_be_turned_off(tmp_path):
     out, _ = run(tmp_path, TORCHTPU_CACHE="0")
     assert "disk_cache_dir" not in out["metrics"]
