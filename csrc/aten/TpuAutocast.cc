@@ -5,11 +5,18 @@
 // redispatch, so the casts and the op itself lower on the device like any other call.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+#if __has_include(<ATen/core/Dimname.h>)  // named tensors, in torch 2.11's op lists, not 2.13's
+#include <ATen/core/Dimname.h>
+#define TORCHTPU_HAS_DIMNAMES 1
+#endif
 
 namespace torchtpu::aten {
 namespace {
 
 // The names the op lists' signatures use unqualified.
+#ifdef TORCHTPU_HAS_DIMNAMES
+using at::DimnameList;
+#endif
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;

@@ -6,6 +6,7 @@
 #include "python/kernel_calls.h"
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
