@@ -38,6 +38,7 @@ import inspect
 import importlib.metadata
 import itertools
 import json
+import os
 import threading
 
 import torch
@@ -284,15 +285,15 @@ class JaxOp:
 
     def _disk_key(self, signature) -> str | None:
         """The key of this signature's export in the disk cache: the function's digest (its code
-        and everything it reaches, see torchtpu._fingerprint), the signature, the platform and
-        JAX's version; None where the function cannot be digested (then it is exported afresh in
-        every process)."""
+        and everything it reaches, see torchtpu._fingerprint), the signature, the platform,
+        JAX's version and JAX's settings from the environment; None where the function cannot be
+        digested (then it is exported afresh in every process)."""
         if self._digest is False:
             self._digest = _fingerprint.digest(self)
         if self._digest is None:
             return None
         return (f"torchtpu.kernels export\n{self._digest}\n{signature!r}\n{_platform()}\n"
-                f"{_jax_versions()}")
+                f"{_jax_versions()}\n{_jax_environment()}")
 
     def __torchtpu_digest__(self):
         return (self.fn, self.static_argnames)
@@ -387,6 +388,12 @@ def _is_single(outs) -> bool:
 def _jax_versions() -> str:
     """JAX's and jaxlib's versions, read without importing them."""
     return " ".join(f"{name}=={importlib.metadata.version(name)}" for name in ("jax", "jaxlib"))
+
+
+def _jax_environment() -> str:
+    """The JAX_* environment variables, which set JAX's options (JAX_DEFAULT_MATMUL_PRECISION
+    changes the dots an export holds), read without importing JAX."""
+    return " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("JAX_"))
 
 
 def _vjp_of(jax, fn, primals, cts):

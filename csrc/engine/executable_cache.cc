@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -143,10 +144,16 @@ namespace {
 
 // TORCHTPU_DUMP_PROGRAMS=<folder>: every program this process looks up on a miss of the
 // in-process cache is written there as <content hash>.mlir (eager programs included, which
-// TORCHTPU_COMPILE_DEBUG does not show).
+// TORCHTPU_COMPILE_DEBUG does not show). The folder is made if need be.
 void dump_program(const std::string& text) {
   static const char* folder = std::getenv("TORCHTPU_DUMP_PROGRAMS");
   if (folder == nullptr || *folder == '\0') return;
+  static const bool made = [] {
+    std::error_code error;
+    std::filesystem::create_directories(folder, error);
+    return true;
+  }();
+  (void)made;
   std::ofstream(std::string(folder) + "/" + content_hash(text) + ".mlir") << text;
 }
 

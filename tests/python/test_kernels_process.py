@@ -138,3 +138,42 @@ def test_a_warm_process_reuses_exports_without_jax(tmp_path):
     changed = run()
     assert changed["exports"] == 1 and changed["from_disk"] == 0
     assert torch.allclose(torch.tensor(changed["eager"]), torch.tanh(x) * 3, atol=1e-6)
+
+
+_MATMUL = """
+import json, sys
+import torch, torchtpu
+sys.path.insert(0, {folder!r})
+import user_matmul
+from torchtpu.kernels import jax_op
+
+x = torch.ones(2, 2, device="tpu")
+jax_op(user_matmul.matmul, name="matmul")(x, x).cpu()
+m = torchtpu.metrics()
+print(json.dumps({{"exports": m["kernel_exports"], "from_disk": m["kernel_exports_from_disk"]}}))
+"""
+
+
+def test_exports_made_under_other_jax_settings_are_not_reused(tmp_path):
+    """JAX's options set in the environment change what an export holds
+    (JAX_DEFAULT_MATMUL_PRECISION writes the dots' precision): a process with other settings
+    exports afresh instead of taking another's export from the disk cache."""
+    cache, folder = tmp_path / "cache", tmp_path / "code"
+    folder.mkdir()
+    (folder / "user_matmul.py").write_text("def matmul(a, b):\n    return a @ b\n")
+
+    def run(name, precision):
+        dump = tmp_path / name
+        result = run_python(_MATMUL.format(folder=str(folder)), TORCHTPU_CACHE_DIR=str(cache),
+                            TORCHTPU_DUMP_PROGRAMS=str(dump),
+                            JAX_DEFAULT_MATMUL_PRECISION=precision)
+        assert result.returncode == 0, result.stderr[-3000:]
+        programs = "".join(p.read_text() for p in dump.iterdir())
+        return json.loads(result.stdout.strip().splitlines()[-1]), programs
+
+    highest, programs = run("highest", "highest")
+    assert highest == {"exports": 1, "from_disk": 0} and "HIGHEST" in programs
+    default, programs = run("default", None)
+    assert default == {"exports": 1, "from_disk": 0} and "HIGHEST" not in programs
+    again, programs = run("again", "highest")
+    assert again == {"exports": 0, "from_disk": 1} and "HIGHEST" in programs
