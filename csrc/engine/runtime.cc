@@ -63,16 +63,20 @@ void keep_freed_host_memory() {
 constexpr size_t kMaxCachedScalars = 4096;
 constexpr size_t kMaxInFlight = 4096;
 
-// The host CPU's model and instruction set extensions (the first processor's "model name" and
-// "flags" in /proc/cpuinfo), or "" where there is no such file.
+// The host CPU's model and instruction set extensions: the first processor's lines of
+// /proc/cpuinfo that name them (x86's "model name" and "flags", Arm's "CPU implementer", "CPU
+// part" and "Features"), or "" where there is no such file.
 std::string host_cpu() {
+  static const char* const kKeys[] = {"model name", "flags", "CPU implementer", "CPU architecture",
+                                      "CPU variant", "CPU part", "Features"};
   std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model, flags;
-  while (std::getline(cpuinfo, line) && (model.empty() || flags.empty())) {
-    if (line.rfind("model name", 0) == 0 && model.empty()) model = line;
-    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = line;
+  std::string line, out;
+  while (std::getline(cpuinfo, line) && !line.empty()) {  // a blank line ends the first processor
+    for (const char* key : kKeys) {
+      if (line.rfind(key, 0) == 0) out += line + "\n";
+    }
   }
-  return model + "\n" + flags;
+  return out;
 }
 
 // What an executable depends on beside its text and compile options: the plugin (its platform,
