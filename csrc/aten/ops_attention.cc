@@ -2,8 +2,10 @@
 // implementation to run (the _fused_sdp_choice stub); for tpu tensors it answers OVERRIDEABLE
 // where its lowering covers the call, so the attention records one op (and its backward another)
 // instead of PyTorch's math composite, some twenty ops. Everything else (dropout, grouped or
-// broadcast heads, a mask that needs a gradient, empty inputs, traced or wrapped tensors: Dynamo's
-// fake tensors, functorch's) gets the composite, as before.
+// broadcast heads, a mask that needs a gradient, empty inputs, forward-mode gradients, traced or
+// wrapped tensors: Dynamo's fake tensors, functorch's) gets the composite, as does every call
+// where torch.nn.attention.sdpa_kernel turned the fused backends off.
+#include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/empty.h>
@@ -40,33 +42,56 @@ bool broadcasts(const at::Tensor& mask, at::IntArrayRef to) {
   return true;
 }
 
+// Whether this file's op covers the call: 4-d tpu tensors of one floating dtype with equal batch
+// and head sizes, no dropout, and a mask (bool or of that dtype, needing no gradient) that
+// broadcasts to the scores.
+bool fused_covers(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal) {
+  bool has_mask = mask.has_value() && mask->defined();
+  if (!own(q) || !own(k) || !own(v) || (has_mask && !own(*mask))) return false;
+  at::ScalarType t = q.scalar_type();
+  if (!at::isFloatingType(t) || !plain(q, t) || !plain(k, t) || !plain(v, t) || dropout_p != 0) {
+    return false;
+  }
+  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || k.size(1) != q.size(1) ||
+      v.size(1) != q.size(1) || k.size(3) != q.size(3) || v.size(2) != k.size(2)) {
+    return false;
+  }
+  if (!has_mask) return true;
+  const at::Tensor& m = *mask;
+  return !is_causal && !m.requires_grad() &&
+         (m.scalar_type() == at::kBool || m.scalar_type() == t) && m.numel() > 0 &&
+         m.device() == q.device() && broadcasts(m, {q.size(0), q.size(1), q.size(2), k.size(2)});
+}
+
+// A forward-mode gradient (torch.autograd.forward_ad) on the tensor: the fused op has no forward
+// derivative, the composite has.
+bool dual(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined(); }
+
 }  // namespace
 
-// F.scaled_dot_product_attention's question to the backend: OVERRIDEABLE (this file's op) or MATH.
+// F.scaled_dot_product_attention's question to the backend: OVERRIDEABLE (this file's op) or
+// MATH. torch.nn.attention.sdpa_kernel's choice holds: this op stands for the fused backends
+// (flash, memory-efficient, cuDNN, overrideable), as a CUDA device's fused kernels do, and with
+// them all turned off the call takes the composite (its double backward among what it gives);
+// with the composite turned off too, or where the op does not cover the call, PyTorch's error.
+// Traced or wrapped tensors always get the composite, so compiled graphs do not change.
 int64_t choose_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> /*scale*/, bool /*enable_gqa*/) {
   bool has_mask = mask.has_value() && mask->defined();
   if (!own(q) || !own(k) || !own(v) || (has_mask && !own(*mask))) return kMath;
-  at::ScalarType t = q.scalar_type();
-  if (!at::isFloatingType(t) || !plain(q, t) || !plain(k, t) || !plain(v, t) || dropout_p != 0) {
-    return kMath;
+  const at::Context& context = at::globalContext();
+  bool fused = context.userEnabledOverrideableSDP() || context.userEnabledFlashSDP() ||
+               context.userEnabledMemEfficientSDP() || context.userEnabledCuDNNSDP();
+  if (fused && fused_covers(q, k, v, mask, dropout_p, is_causal) && !dual(q) && !dual(k) &&
+      !dual(v) && !(has_mask && dual(*mask))) {
+    return kOverrideable;
   }
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || k.size(1) != q.size(1) ||
-      v.size(1) != q.size(1) || k.size(3) != q.size(3) || v.size(2) != k.size(2)) {
-    return kMath;
-  }
-  if (has_mask) {
-    const at::Tensor& m = *mask;
-    if (is_causal || m.requires_grad() || (m.scalar_type() != at::kBool && m.scalar_type() != t) ||
-        m.numel() == 0 || m.device() != q.device() ||
-        !broadcasts(m, {q.size(0), q.size(1), q.size(2), k.size(2)})) {
-      return kMath;
-    }
-  }
-  return kOverrideable;
+  TORCH_CHECK(context.userEnabledMathSDP(),
+              "No viable backend for scaled_dot_product_attention was found.");
+  return kMath;
 }
-
 // _scaled_dot_product_fused_attention_overrideable(query, key, value, attn_bias?, dropout_p,
 //   is_causal, return_debug_mask, scale?) -> (output, logsumexp, cum_seq_q, cum_seq_k, max_q,
 //   max_k, philox_seed, philox_offset, debug_attn_mask): the last ones are for variable-length
@@ -79,8 +104,7 @@ void attention_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::optional<at::Tensor> mask;
   if (args[3].isTensor()) mask = args[3].toTensor();
   bool causal = args[5].toBool();
-  TORCH_CHECK(choose_attention(q, k, v, mask, args[4].toDouble(), causal, std::nullopt, false) ==
-                  kOverrideable,
+  TORCH_CHECK(fused_covers(q, k, v, mask, args[4].toDouble(), causal),
               "torchtpu: _scaled_dot_product_fused_attention_overrideable takes 4-d tpu tensors of "
               "one floating dtype with equal batch and head sizes and no dropout; "
               "F.scaled_dot_product_attention chooses it only for those");

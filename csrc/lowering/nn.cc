@@ -117,7 +117,8 @@ Values layer_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) 
   Value xhat = mul(b, sub(b, x, mean), rstd);
   Value gw = has_weight ? mul(b, g, weight) : g;
   Value sum_g = sum_keep(b, gw, axes), sum_gx = sum_keep(b, mul(b, gw, xhat), axes);
-  Value inner = sub(b, sub(b, mul(b, gw, full(b, c, x.shape.dims, n)), sum_g), mul(b, xhat, sum_gx));
+  Value inner =
+      sub(b, sub(b, mul(b, gw, full(b, c, x.shape.dims, n)), sum_g), mul(b, xhat, sum_gx));
   Value dx = mul(b, divide(b, rstd, full(b, c, x.shape.dims, n)), inner);
   Dims param = Dims(x.shape.dims.end() - k, x.shape.dims.end());
   auto over_batch = [&](const Value& y) {
@@ -359,22 +360,40 @@ Value attention_scale(FunctionBuilder& b, const Attention& at, ElementType c, co
   return full(b, c, dims, 1.0 / std::sqrt(static_cast<double>(dim(at.q, 1))));
 }
 
-// The masked, scaled scores (B, H, L, S) in type c: -inf where masked.
+// The masked, scaled scores (B, H, L, S) in type c: -inf where masked. As PyTorch's composite
+// computes them: q and k each scaled by sqrt(|scale|) (q negated for a negative scale) before
+// their product, and the masks added (a bool or causal mask as 0 or -inf), so a NaN or +inf score
+// stays NaN where it is masked. (Scaling the product instead put a multiply before the softmax's
+// subtraction of the row maximum, which XLA's CPU backend contracts into a fused multiply-add in
+// one fusion but not in the maximum's: with scores near 1e10 the two disagreed, giving rows of 0.)
 Value attention_scores(FunctionBuilder& b, const Attention& at, ElementType c) {
   Value q = convert(b, at.q, c), k = convert(b, at.k, c);
+  Value root;  // sqrt(|scale|), a scalar of type c
+  if (at.has_scale) {  // the root taken in the scale's own type, as PyTorch takes it in double
+    const Value& scale = at.scale;
+    Value wide = unary(b, "stablehlo.sqrt", unary(b, "stablehlo.abs", scale));
+    Value negative = compare(b, scale, like(b, scale, 0), "LT");
+    root = convert(b, wide, c);
+    Value signed_root = select(b, negative, unary(b, "stablehlo.negate", wide), wide);
+    q = mul(b, q, broadcast_to(b, convert(b, signed_root, c), q.shape.dims));
+  } else {
+    root = full(b, c, {}, std::sqrt(1.0 / std::sqrt(static_cast<double>(dim(at.q, 1)))));
+    q = mul(b, q, broadcast_to(b, root, q.shape.dims));
+  }
+  k = mul(b, k, broadcast_to(b, root, k.shape.dims));
   Value s = batched_matmul(b, q, matrix_transpose(b, k));
   Dims dims = s.shape.dims;
-  s = mul(b, s, attention_scale(b, at, c, dims));
+  Value zero = full(b, c, dims, 0);
   Value masked = full(b, c, dims, -std::numeric_limits<double>::infinity());
   if (at.has_bias) {
     Value bias = broadcast_to(b, at.bias, dims);
-    s = bias.shape.type == ElementType::kPred ? select(b, bias, s, masked)
-                                               : add(b, s, convert(b, bias, c));
+    s = add(b, s, bias.shape.type == ElementType::kPred ? select(b, bias, zero, masked)
+                                                         : convert(b, bias, c));
   }
   if (at.causal) {
     Value keep = compare(b, iota(b, ElementType::kS64, dims, 3),
                          iota(b, ElementType::kS64, dims, 2), "LE");
-    s = select(b, keep, s, masked);
+    s = add(b, s, select(b, keep, zero, masked));
   }
   return s;
 }

@@ -96,6 +96,36 @@ def test_nan_and_infinity_spread_as_on_the_cpu():
     check(prepare=poisoned, requires_grad=False)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("how", ["causal", "bool_mask"])
+def test_a_nan_or_infinity_under_a_mask_spreads_as_on_the_cpu(value, how):
+    # The composite adds its masks (0 or -inf): a NaN score, or +inf - inf, stays NaN where it is
+    # masked, so every query row that has the key in its scores is NaN.
+    mask = torch.ones(5, 7, dtype=torch.bool).tril() if how == "bool_mask" else None
+
+    def poisoned(t):
+        t = t.clone()
+        if t.shape[-2] == 7 and t.shape[-1] == 8:  # k: key 6, which the causal mask hides
+            t[0, 1, 6, 0] = value
+        return t
+    check(prepare=poisoned, mask=mask, is_causal=how == "causal")
+
+
+@pytest.mark.parametrize("scale", [1e10, -3e9])
+def test_scores_in_the_billions(scale):
+    # q and k are scaled before their product, as the composite does: scaling the product put a
+    # multiply before the softmax's subtraction, which XLA's CPU backend fused into a
+    # multiply-add in one place and not in the row maximum, and rows came out 0 or NaN.
+    q = torch.tensor([[[[-0.5, 1.0], [1.5, 0.25]]]])
+    k = torch.tensor([[[[1.0, -1.0], [1.0, 0.5], [0.75, 0.5]]]])
+    v = torch.tensor([[[[1.0], [2.0], [3.0]]]])
+    expected = F.scaled_dot_product_attention(q, k, v, scale=scale)
+    with OpLog() as log:
+        got = F.scaled_dot_product_attention(q.to("tpu"), k.to("tpu"), v.to("tpu"), scale=scale)
+    assert FUSED in log.ops
+    torch.testing.assert_close(got.cpu(), expected)
+
+
 def test_non_contiguous_inputs():
     # (batch, seq, heads, dim) tensors viewed as (batch, heads, seq, dim), as attention layers do
     check(shapes=((2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 6)), prepare=lambda t: t.transpose(1, 2),
@@ -184,3 +214,56 @@ def test_functorch_transforms_take_the_composite():
     grad = torch.func.grad(lambda q: attend(q, tk[0], tv[0]).sum())(tq[0])
     expected = torch.func.grad(lambda q: attend(q, k[0], v[0]).sum())(q[0])
     torch.testing.assert_close(grad.cpu(), expected, rtol=2e-6, atol=2e-6)
+
+
+def test_sdpa_kernel_chooses_as_it_does_on_cuda():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (t.to("tpu") for t in _inputs(((1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4)),
+                                            torch.float32, 0))
+    for backends in ([SDPBackend.FLASH_ATTENTION], [SDPBackend.EFFICIENT_ATTENTION],
+                     [SDPBackend.OVERRIDEABLE]):  # the fused backends: this op
+        with sdpa_kernel(backends), OpLog() as log:
+            F.scaled_dot_product_attention(q, k, v)
+        assert FUSED in log.ops, (backends, log.ops)
+    with sdpa_kernel([SDPBackend.MATH]), OpLog() as log:
+        F.scaled_dot_product_attention(q, k, v)
+    assert FUSED not in log.ops and "aten._safe_softmax.default" in log.ops
+    # nothing enabled covers the call (the fused op takes no dropout): PyTorch's error
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), pytest.raises(RuntimeError,
+                                                                  match="No viable backend"):
+        F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+
+
+def test_double_backward_through_the_math_backend():
+    # The fused op's backward has no derivative (nor do CUDA's fused kernels'); the composite,
+    # chosen with sdpa_kernel, gives the second derivative as on the CPU.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def second(device):
+        q, k, v = (t.to(device) for t in _inputs(((1, 1, 3, 2), (1, 1, 3, 2), (1, 1, 3, 2)),
+                                                 torch.float32, 0))
+        q.requires_grad_()
+        with sdpa_kernel([SDPBackend.MATH]):
+            out = F.scaled_dot_product_attention(q, k, v)
+            g, = torch.autograd.grad(out.pow(2).sum(), q, create_graph=True)
+            g.pow(2).sum().backward()
+        return q.grad.cpu()
+    torch.testing.assert_close(second("tpu"), second("cpu"), rtol=2e-6, atol=2e-6)
+
+
+def test_forward_mode_gradients_take_the_composite():
+    import torch.autograd.forward_ad as fwAD
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = _inputs(((1, 1, 3, 2), (1, 1, 3, 2), (1, 1, 3, 2)), torch.float32, 0)
+
+    def tangent(device):
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(q.to(device), torch.ones_like(q).to(device))
+            out = F.scaled_dot_product_attention(dual, k.to(device), v.to(device))
+            return fwAD.unpack_dual(out).tangent.cpu()
+    with sdpa_kernel([SDPBackend.MATH]):  # the CPU's flash kernel has no forward derivative
+        expected = tangent("cpu")
+    with OpLog() as log:
+        got = tangent("tpu")
+    assert FUSED not in log.ops
+    torch.testing.assert_close(got, expected, rtol=2e-6, atol=2e-6)
