@@ -131,6 +131,8 @@ std::string CompiledGraph::end_capture(const std::string& signature,
       o.sizes.assign(t.sizes().begin(), t.sizes().end());
       o.strides.assign(t.strides().begin(), t.strides().end());
       o.offset = t.storage_offset();
+      o.conj = t.is_conj();
+      o.neg = t.is_neg();
     }
     graph->outputs_.push_back(std::move(o));
   }
@@ -237,6 +239,8 @@ std::vector<at::Tensor> GraphProgram::run(const std::vector<at::Tensor>& inputs)
         std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
         caffe2::TypeMeta::fromScalarType(o.dtype));
     t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
+    if (o.conj) t._set_conj(true);
+    if (o.neg) t._set_neg(true);
     outputs.push_back(std::move(t));
   }
   return outputs;

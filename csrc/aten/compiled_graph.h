@@ -45,6 +45,7 @@ class GraphProgram {
     c10::ScalarType dtype;
     std::vector<int64_t> sizes, strides;
     int64_t offset = 0;
+    bool conj = false, neg = false;  // a conjugate or negative view (vdot's result, say)
   };
 
   int device_ = 0;

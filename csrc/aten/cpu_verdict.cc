@@ -30,7 +30,7 @@ c10::IValue cpu_argument(const c10::Argument& arg, const c10::IValue& v) {
 }  // namespace
 
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-                       bool elementwise) {
+                       bool elementwise, bool seeded) {
   if (engine::capturing()) return false;  // a compiled graph's capture reads no values
   std::optional<at::ScalarType> floating;
   bool mixed_floating = false;
@@ -39,6 +39,10 @@ bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10:
     for (const at::Tensor& t : tensors_of(args[i])) {
       if (!t.defined() || is_cpu_scalar(t)) continue;
       if (t.numel() == 0) return true;
+      // Complex values have no order, and the meta functions do not refuse them where the CPU
+      // does (sort, topk, median, clamp, maximum, nansum, ...). A random op is left out: its CPU
+      // run would draw from the CPU's generator.
+      if (at::isComplexType(t.scalar_type()) && !seeded) return true;
       if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) {
         mixed_floating |= floating && *floating != t.scalar_type();
         floating = t.scalar_type();

@@ -11,12 +11,13 @@ namespace torchtpu::aten {
 
 // Whether a call needs the CPU's verdict even when the meta function accepts it. The meta
 // functions serving the Meta key are mostly PyTorch's Python references, looser than the CPU
-// kernels in three places: an out= tensor whose dtype the CPU refuses (all/any into float,
+// kernels in four places: an out= tensor whose dtype the CPU refuses (all/any into float,
 // amax into another float type, neg into double), empty inputs (max() of nothing, a reduction
-// over a dimension of size 0), and operands of different floating dtypes in one product
-// (float32 @ float64).
+// over a dimension of size 0), operands of different floating dtypes in one product
+// (float32 @ float64), and complex operands of ops that order values (sort, clamp). `seeded`:
+// the op draws random numbers (nondeterministic_seeded).
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-                       bool elementwise);
+                       bool elementwise, bool seeded);
 // Runs the op on CPU copies of its arguments (fresh tensors for out=) and lets the CPU's
 // exception, with its type and message, propagate; returns when the CPU accepts the call.
 void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args);

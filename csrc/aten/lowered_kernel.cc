@@ -601,11 +601,41 @@ std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op,
   return args;
 }
 
+namespace {
+
+bool lazy(const at::Tensor& t) { return t.defined() && (t.is_conj() || t.is_neg()); }
+
+// PyTorch leaves a conjugate or negative view's bit to the kernels of its products (mm, bmm,
+// addmm, baddbmm, dot, vdot, mv, ... fall through its Conjugate and Negative keys), while a
+// lowering reads a storage as it lies: such an operand is materialized first. (Read as it lay,
+// `a.mH @ b` of complex matrices was `a.mT @ b`.) Writing through such a view is refused.
+void resolve_lazy_operands(const c10::FunctionSchema& schema, std::vector<c10::IValue>& args) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& a = args[i];
+    bool any = a.isTensor() ? lazy(a.toTensor()) : false;
+    if (a.isTensorList()) {
+      for (const at::Tensor& t : a.toTensorList().vec()) any = any || lazy(t);
+    }
+    if (!any) continue;
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    TORCH_CHECK_NOT_IMPLEMENTED(alias == nullptr || !alias->isWrite(), schema.name(),
+                                ": writing through a conjugate or negative view is not supported "
+                                "on tpu; call resolve_conj() (or resolve_neg()) on it first");
+    a = map_tensors(a, [](const at::Tensor& t) {
+      return lazy(t) ? t.resolve_conj().resolve_neg() : t;
+    });
+  }
+}
+
+}  // namespace
+
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& arguments = schema.arguments();
   const lowering::AtenBinding& binding = binding_for(op);
   std::vector<c10::IValue> args = take_arguments(op, stack);
+  resolve_lazy_operands(schema, args);
 
   std::vector<std::vector<at::Tensor>> held;  // each argument's tensors
   held.reserve(args.size());
@@ -638,7 +668,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   SignatureCache<MetaResult>::Entry meta = meta_cache().find(key);
   if (meta == nullptr) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
-    bool judged = needs_cpu_verdict(schema, args, binding.elementwise);
+    bool judged = needs_cpu_verdict(schema, args, binding.elementwise,
+                                    op.hasTag(at::Tag::nondeterministic_seeded));
     if (judged) cpu_verdict(op, args);
     if (binding.elementwise && !judged) check_elementwise(args, schema, binding.boolean_result);
     try {

@@ -143,7 +143,9 @@ void unique_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return i.has_value() && (*stack)[stack->size() - count + *i].toBool();
   };
   bool consecutive = schema.name() == "aten::unique_consecutive";
-  if (consecutive && !(*stack)[stack->size() - 1].isNone()) {
+  // Complex values have no order to sort by: the CPU says what it says of them.
+  if ((consecutive && !(*stack)[stack->size() - 1].isNone()) ||
+      (*stack)[stack->size() - count].toTensor().is_complex()) {
     cpu_fallback(op, stack);
     return;
   }

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <numeric>
 
+#include "lowering/registry.h"
+
 namespace torchtpu::lowering {
 namespace {
 
@@ -137,6 +139,9 @@ Value binary(FunctionBuilder& b, const std::string& op, const Value& x, const Va
 }
 
 Value compare(FunctionBuilder& b, const Value& x, const Value& y, const std::string& direction) {
+  if (hlo::is_complex(x.shape.type) && direction != "EQ" && direction != "NE") {
+    throw Unsupported("complex values have no order");  // the CPU says what it says
+  }
   return b.op("stablehlo.compare", {x, y}, Shape{ElementType::kPred, x.shape.dims},
               "comparison_direction = #stablehlo<comparison_direction " + direction +
                   ">, compare_type = #stablehlo<comparison_type " +
@@ -348,7 +353,7 @@ Value extreme(FunctionBuilder& b, ElementType type, bool largest) {
     case ElementType::kU16: literal = largest ? "65535" : "0"; break;
     case ElementType::kU32: literal = largest ? "4294967295" : "0"; break;
     case ElementType::kU64: literal = largest ? "18446744073709551615" : "0"; break;
-    default: throw std::invalid_argument("no extreme value for complex types");
+    default: throw Unsupported("no extreme value for complex types");  // the CPU says what it says
   }
   return b.constant(Shape{type, {}}, literal);
 }

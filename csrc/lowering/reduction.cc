@@ -66,7 +66,8 @@ std::pair<Value, Value> arg_reduce(FunctionBuilder& b, const Value& x, int64_t a
   }
   Value init_v = extreme(b, t, !max), init_i = constant(b, ElementType::kS64, 0);
   auto results = b.op_with_region(
-      "stablehlo.reduce", {x, index, init_v, init_i}, {Shape{t, out}, Shape{ElementType::kS64, out}},
+      "stablehlo.reduce", {x, index, init_v, init_i},
+      {Shape{t, out}, Shape{ElementType::kS64, out}},
       {vs, is, vs, is},
       [max, t](FunctionBuilder& r, const std::vector<Value>& args) {
         const Value &v1 = args[0], &i1 = args[1], &v2 = args[2], &i2 = args[3];
@@ -115,15 +116,26 @@ LoweringRule arg_extremum(bool max) {
 LoweringRule variance(bool root, bool with_mean = false) {
   return [root, with_mean](FunctionBuilder& b, const Values& v, const Attrs& a) {
     ElementType t = out_type(a), c = opmath(t);
-    Value x = convert(b, v[0], c);
+    // A complex input's variance is the mean squared distance from its (complex) mean.
+    bool complex = hlo::is_complex(v[0].shape.type);
+    ElementType xc = !complex                 ? c
+                     : c == ElementType::kF64 ? ElementType::kC128
+                                              : ElementType::kC64;
+    Value x = convert(b, v[0], xc);
     Dims axes = reduction_dims(a, "dim", x.shape.rank());
     double n = static_cast<double>(count(x.shape.dims, axes));
-    Value sum = reduce(b, x, axes, constant(b, c, 0), "stablehlo.add");
-    Value mu = keep_dims(b, binary(b, "stablehlo.divide", sum, full(b, c, sum.shape.dims, n)),
+    Value sum = reduce(b, x, axes, constant(b, xc, 0), "stablehlo.add");
+    Value mu = keep_dims(b, binary(b, "stablehlo.divide", sum, full(b, xc, sum.shape.dims, n)),
                          x.shape.dims, axes);
     Value dev = binary(b, "stablehlo.subtract", x, broadcast_to(b, mu, x.shape.dims));
-    Value sq = reduce(b, binary(b, "stablehlo.multiply", dev, dev), axes, constant(b, c, 0),
-                      "stablehlo.add");
+    Value squares = binary(b, "stablehlo.multiply", dev, dev);
+    if (complex) {
+      Shape part{c, dev.shape.dims};
+      Value re = b.op("stablehlo.real", {dev}, part), im = b.op("stablehlo.imag", {dev}, part);
+      squares = binary(b, "stablehlo.add", binary(b, "stablehlo.multiply", re, re),
+                       binary(b, "stablehlo.multiply", im, im));
+    }
+    Value sq = reduce(b, squares, axes, constant(b, c, 0), "stablehlo.add");
     Value correction = v.size() > 1 ? convert(b, v[1], c) : constant(b, c, 1);
     Value divisor = binary(b, "stablehlo.subtract", full(b, c, sq.shape.dims, n),
                            broadcast_to(b, correction, sq.shape.dims));
@@ -420,7 +432,8 @@ void register_reduction_rules(Registry& r) {
          "norm.Scalar", "norm.ScalarOpt_dtype", "norm.Scalar_out", "norm.ScalarOpt_dtype_out"});
   r.add("renorm", renorm, {"renorm", "renorm.out", "renorm_"});
   r.add("nansum", nansum, {"nansum", "nansum.out"});
-  r.add("count_nonzero", count_nonzero, {"count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"});
+  r.add("count_nonzero", count_nonzero,
+        {"count_nonzero.dim_IntList", "count_nonzero.dim_IntList_out"});
   r.add("aminmax", aminmax, {"aminmax", "aminmax.out"});
   r.add("nan_to_num", nan_to_num, {"nan_to_num", "nan_to_num.out", "nan_to_num_"});
   r.add("trace", trace, {"trace", "trace.out"});

@@ -1,0 +1,110 @@
+"""Complex tensors on "tpu" against the CPU, in every eager mode: conjugate and negative views as
+operands of the products PyTorch leaves them to (csrc/aten/lowered_kernel.cc), the ops that order
+values (which PyTorch refuses for complex ones: the CPU's verdict, csrc/aten/cpu_verdict.cc), and
+the variance, whose lowering once kept only the real part."""
+
+import pytest
+import torch
+from conftest import assert_same_as_cpu
+
+pytestmark = pytest.mark.usefixtures("each_eager_mode")
+
+
+def _values(device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a, b = (torch.randn(3, 3, dtype=torch.complex64, generator=g) for _ in range(2))
+    v = torch.randn(3, dtype=torch.complex64, generator=g)
+    return a.to(device), b.to(device), v.to(device)
+
+
+# Products whose kernels PyTorch gives conjugate and negative views as they are (the views fall
+# through its Conjugate and Negative dispatch keys): each with a lazy view as an operand.
+PRODUCTS = {
+    "mm": lambda a, b, v, lazy: torch.mm(lazy(a), b),
+    "mm_right": lambda a, b, v, lazy: torch.mm(a, lazy(b)),
+    "matmul": lambda a, b, v, lazy: lazy(a) @ b,
+    "matmul_vector": lambda a, b, v, lazy: lazy(v) @ a,
+    "bmm": lambda a, b, v, lazy: torch.bmm(lazy(a[None]), b[None]),
+    "addmm": lambda a, b, v, lazy: torch.addmm(lazy(a), a, lazy(b)),
+    "baddbmm": lambda a, b, v, lazy: torch.baddbmm(a[None], lazy(a[None]), b[None]),
+    "dot": lambda a, b, v, lazy: torch.dot(lazy(v), v),
+    "vdot": lambda a, b, v, lazy: torch.vdot(v, lazy(v)),
+    "mv": lambda a, b, v, lazy: torch.mv(lazy(a), v),
+    "addmv": lambda a, b, v, lazy: torch.addmv(v, lazy(a), lazy(v)),
+    "addr": lambda a, b, v, lazy: torch.addr(a, lazy(v), v),
+    "outer": lambda a, b, v, lazy: torch.outer(lazy(v), v),
+    "einsum": lambda a, b, v, lazy: torch.einsum("ij,jk->ik", lazy(a), b),
+    "tensordot": lambda a, b, v, lazy: torch.tensordot(lazy(a), b, 1),
+    "matrix_power": lambda a, b, v, lazy: torch.linalg.matrix_power(lazy(a), 2),
+}
+LAZY = {"conj": torch.conj, "neg": torch._neg_view, "adjoint": lambda t: t.mH}
+
+
+@pytest.mark.parametrize("lazy", LAZY)
+@pytest.mark.parametrize("product", PRODUCTS)
+def test_lazy_views_as_operands_of_products(product, lazy):
+    if lazy == "adjoint" and product in ("matmul_vector", "dot", "vdot", "addr", "outer"):
+        pytest.skip("mH takes a matrix")
+    assert_same_as_cpu(lambda d: PRODUCTS[product](*_values(d), LAZY[lazy]).resolve_conj())
+
+
+def test_hermitian_products_of_real_tensors_through_a_negative_view():
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(1))
+    assert_same_as_cpu(lambda d: torch._neg_view(x.to(d)) @ x.to(d).T)
+
+
+def test_covariance_is_hermitian():
+    assert_same_as_cpu(lambda d: (torch.cov(_values(d)[0]), torch.corrcoef(_values(d)[1])))
+
+
+def test_writing_a_product_through_a_conjugate_view_is_refused():
+    a, b, _ = _values("tpu")
+    out = torch.zeros(3, 3, dtype=torch.complex64, device="tpu")
+    with pytest.raises(NotImplementedError, match="conjugate or negative view"):
+        torch.mm(a, b, out=out.conj())
+
+
+def test_compiled_hermitian_products_capture_and_replay():
+    # vdot of a conjugate view returns a conjugate view of its result: a replay of the captured
+    # program must give its output that view again (it once returned the unconjugated buffer).
+    def fn(a, b, v):
+        return a.mH @ b, torch.vdot(v, v.conj()), torch._neg_view(a) @ b
+
+    f = torch.compile(fn, backend="tpu")
+    expected = [t.resolve_conj().resolve_neg() for t in fn(*_values("cpu"))]
+    for _ in range(3):  # the capture, then replays
+        for e, g in zip(expected, f(*_values("tpu"))):
+            torch.testing.assert_close(g.cpu().resolve_conj().resolve_neg(), e)
+
+
+# Ops that order values: PyTorch refuses complex inputs to them (NotImplementedError or
+# RuntimeError, op by op), and "tpu" must refuse them the same way rather than pick an order.
+ORDERING = {
+    "sort": lambda x: x.sort(), "argsort": lambda x: x.argsort(), "msort": torch.msort,
+    "topk": lambda x: x.topk(2), "median": lambda x: x.median(), "nanmedian": torch.nanmedian,
+    "kthvalue": lambda x: x.kthvalue(1), "max": lambda x: x.max(), "max_dim": lambda x: x.max(0),
+    "amax": lambda x: x.amax(-1), "aminmax": torch.aminmax, "cummax": lambda x: x.cummax(0),
+    "argmax": lambda x: x.argmax(), "clamp": lambda x: x.clamp(0, 1),
+    "maximum": lambda x: torch.maximum(x, x), "softmax": lambda x: x.softmax(-1),
+    "log_softmax": lambda x: x.log_softmax(-1), "unique": torch.unique,
+    "searchsorted": lambda x: torch.searchsorted(x, x), "lt": lambda x: x < x,
+    "nansum": torch.nansum, "nanmean": torch.nanmean, "relu": torch.relu,
+    "sign": torch.sign, "floor": torch.floor, "isin": lambda x: torch.isin(x, x),
+}
+
+
+@pytest.mark.parametrize("op", ORDERING)
+def test_ops_that_order_values_refuse_complex_as_the_cpu_does(op):
+    assert_same_as_cpu(lambda d: ORDERING[op](_values(d)[0]), values=False)
+
+
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+@pytest.mark.parametrize("kwargs", [{}, {"dim": 0}, {"dim": 1, "correction": 0, "keepdim": True}])
+def test_variance_of_complex_values(name, kwargs):
+    fn = getattr(torch, name)
+    assert_same_as_cpu(lambda d: fn(_values(d)[0] * 3 + 1j, **kwargs))
+
+
+def test_logsumexp_and_logaddexp_of_complex_values():
+    assert_same_as_cpu(lambda d: (torch.logsumexp(_values(d)[0], 1),
+                                  torch.logaddexp(_values(d)[0], _values(d)[1])))
