@@ -366,7 +366,6 @@ Value hypot(FunctionBuilder& b, const Value& x, const Value& y) {
 
 // logaddexp(2): max + log(1 + base^-|x - y|); equal infinities give themselves.
 Value logaddexp(FunctionBuilder& b, const Value& x, const Value& y, bool base2) {
-  if (hlo::is_complex(x.shape.type)) throw Unsupported("logaddexp of complex values");  // CPU's
   Value hi = maximum(b, x, y);
   Value d = unary(b, "stablehlo.negate",
                   unary(b, "stablehlo.abs", binary(b, "stablehlo.subtract", x, y)));
