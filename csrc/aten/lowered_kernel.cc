@@ -613,9 +613,9 @@ void resolve_lazy_operands(const c10::FunctionSchema& schema, std::vector<c10::I
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     c10::IValue& a = args[i];
-    bool any = a.isTensor() ? lazy(a.toTensor()) : false;
+    bool any = a.isTensor() && lazy(a.toTensor());
     if (a.isTensorList()) {
-      for (const at::Tensor& t : a.toTensorList().vec()) any = any || lazy(t);
+      for (const c10::IValue& t : a.toListRef()) any = any || lazy(t.toTensor());
     }
     if (!any) continue;
     const c10::AliasInfo* alias = arguments[i].alias_info();

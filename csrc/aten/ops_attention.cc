@@ -42,13 +42,19 @@ bool broadcasts(const at::Tensor& mask, at::IntArrayRef to) {
   return true;
 }
 
+// Whether q, k, v and the mask (if any) are all the device's own tensors.
+bool own_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+             const std::optional<at::Tensor>& mask) {
+  return own(q) && own(k) && own(v) && !(mask.has_value() && mask->defined() && !own(*mask));
+}
+
 // Whether this file's op covers the call: 4-d tpu tensors of one floating dtype with equal batch
 // and head sizes, no dropout, and a mask (bool or of that dtype, needing no gradient) that
 // broadcasts to the scores.
 bool fused_covers(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal) {
   bool has_mask = mask.has_value() && mask->defined();
-  if (!own(q) || !own(k) || !own(v) || (has_mask && !own(*mask))) return false;
+  if (!own_all(q, k, v, mask)) return false;
   at::ScalarType t = q.scalar_type();
   if (!at::isFloatingType(t) || !plain(q, t) || !plain(k, t) || !plain(v, t) || dropout_p != 0) {
     return false;
@@ -79,8 +85,8 @@ bool dual(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined(); }
 int64_t choose_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> /*scale*/, bool /*enable_gqa*/) {
+  if (!own_all(q, k, v, mask)) return kMath;
   bool has_mask = mask.has_value() && mask->defined();
-  if (!own(q) || !own(k) || !own(v) || (has_mask && !own(*mask))) return kMath;
   const at::Context& context = at::globalContext();
   bool fused = context.userEnabledOverrideableSDP() || context.userEnabledFlashSDP() ||
                context.userEnabledMemEfficientSDP() || context.userEnabledCuDNNSDP();
@@ -92,6 +98,7 @@ int64_t choose_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
               "No viable backend for scaled_dot_product_attention was found.");
   return kMath;
 }
+
 // _scaled_dot_product_fused_attention_overrideable(query, key, value, attn_bias?, dropout_p,
 //   is_causal, return_debug_mask, scale?) -> (output, logsumexp, cum_seq_q, cum_seq_k, max_q,
 //   max_k, philox_seed, philox_offset, debug_attn_mask): the last ones are for variable-length
@@ -131,9 +138,8 @@ void attention_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack*
   const at::Tensor& q = args[1].toTensor();
   const at::Tensor& k = args[2].toTensor();
   const at::Tensor& v = args[3].toTensor();
-  std::vector<bool> wanted;
-  for (bool w : args[5].toBoolList()) wanted.push_back(w);
-  TORCH_CHECK(!wanted.at(3), "torchtpu: the fused attention gives no gradient for its mask");
+  TORCH_CHECK(!args[5].toBoolList().get(3),  // grad_input_mask
+              "torchtpu: the fused attention gives no gradient for its mask");
   c10::Device device = q.device();
   c10::DeviceGuard guard(device);
   at::Tensor gq = at::empty(q.sizes(), q.options()), gk = at::empty(k.sizes(), k.options()),

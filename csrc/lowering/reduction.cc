@@ -118,9 +118,7 @@ LoweringRule variance(bool root, bool with_mean = false) {
     ElementType t = out_type(a), c = opmath(t);
     // A complex input's variance is the mean squared distance from its (complex) mean.
     bool complex = hlo::is_complex(v[0].shape.type);
-    ElementType xc = !complex                 ? c
-                     : c == ElementType::kF64 ? ElementType::kC128
-                                              : ElementType::kC64;
+    ElementType xc = complex ? v[0].shape.type : c;
     Value x = convert(b, v[0], xc);
     Dims axes = reduction_dims(a, "dim", x.shape.rank());
     double n = static_cast<double>(count(x.shape.dims, axes));
@@ -128,12 +126,14 @@ LoweringRule variance(bool root, bool with_mean = false) {
     Value mu = keep_dims(b, binary(b, "stablehlo.divide", sum, full(b, xc, sum.shape.dims, n)),
                          x.shape.dims, axes);
     Value dev = binary(b, "stablehlo.subtract", x, broadcast_to(b, mu, x.shape.dims));
-    Value squares = binary(b, "stablehlo.multiply", dev, dev);
+    Value squares;  // |dev|^2
     if (complex) {
       Shape part{c, dev.shape.dims};
       Value re = b.op("stablehlo.real", {dev}, part), im = b.op("stablehlo.imag", {dev}, part);
       squares = binary(b, "stablehlo.add", binary(b, "stablehlo.multiply", re, re),
                        binary(b, "stablehlo.multiply", im, im));
+    } else {
+      squares = binary(b, "stablehlo.multiply", dev, dev);
     }
     Value sq = reduce(b, squares, axes, constant(b, c, 0), "stablehlo.add");
     Value correction = v.size() > 1 ? convert(b, v[1], c) : constant(b, c, 1);
