@@ -18,8 +18,8 @@ print(json.dumps({"values": y.cpu().tolist(), "metrics": {k: v for k, v in
 """
 
 
-def run(cache, **env):
-    r = run_python(PROGRAM, TORCHTPU_CACHE_DIR=str(cache), **env)
+def run(cache, program=PROGRAM, **env):
+    r = run_python(program, TORCHTPU_CACHE_DIR=str(cache), **env)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
 
@@ -94,23 +94,17 @@ print(json.dumps({"isnan": torch.isnan(x).cpu().tolist(), "amax": torch.amax(x).
 FAST_MATH = "--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false"
 
 
-def run_nan(cache, **env):
-    r = run_python(NAN_PROGRAM, TORCHTPU_CACHE_DIR=str(cache), **env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.parametrize("first_flags", [FAST_MATH, None])
 def test_executables_compiled_under_other_xla_flags_are_not_loaded(tmp_path, first_flags):
     # XLA reads its flags from the environment, and fast math drops NaNs: an executable compiled
     # under one set of flags must never answer for a process running under another.
-    run_nan(tmp_path, XLA_FLAGS=first_flags)
+    run(tmp_path, NAN_PROGRAM, XLA_FLAGS=first_flags)
     other = FAST_MATH if first_flags is None else None
-    result = run_nan(tmp_path, XLA_FLAGS=other)
+    result, _ = run(tmp_path, NAN_PROGRAM, XLA_FLAGS=other)
     assert result["loaded"] == 0
     if other is None:  # PyTorch's answers
         assert result["isnan"] == [True, False, False] and result["amax"] != result["amax"]
-    again = run_nan(tmp_path, XLA_FLAGS=other)
+    again, _ = run(tmp_path, NAN_PROGRAM, XLA_FLAGS=other)
     assert again["loaded"] > 0 and again["isnan"] == result["isnan"]
 
 
