@@ -35,7 +35,7 @@ import time
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python")
 # Op suites besides OpInfo, quick: they run in every eager mode.
 OP_SUITES = ["test_tensors.py", "test_elementwise.py", "test_nn.py", "test_ops.py",
-             "test_random.py", "test_optim.py"]
+             "test_random.py", "test_optim.py", "test_opinfo_variants.py"]
 # The runtime's behaviour (streams, device-side asserts, errors, pinned memory, processes) again
 # in Strict, where the op, not a sync point, runs the work.
 RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",

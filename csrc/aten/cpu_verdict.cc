@@ -20,14 +20,19 @@ at::Tensor cpu_copy(const at::Tensor& t) {
   return t.to(at::kCPU);
 }
 
-c10::IValue cpu_argument(const c10::Argument& arg, const c10::IValue& v) {
-  if (arg.is_out() && v.isTensor()) {
-    return at::empty({0}, v.toTensor().options().device(at::kCPU));  // the CPU resizes it
-  }
-  return map_tensors(v, cpu_copy);
-}
-
 }  // namespace
+
+int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+               size_t out) {
+  if (!args[out].isTensor() || !args[out].toTensor().defined()) return -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!schema.arguments()[i].is_out() && args[i].isTensor() &&
+        args[i].toTensor().is_same(args[out].toTensor())) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
 
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                        bool elementwise, bool seeded) {
@@ -57,9 +62,18 @@ void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& 
   const auto& arguments = op.schema().arguments();
   torch::jit::Stack stack;
   {
-    // Copies to the host, outside any autograd recording.
+    // Copies to the host, outside any autograd recording; a fresh tensor for each out= one,
+    // which the CPU resizes, unless it is one of the inputs.
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    for (size_t i = 0; i < args.size(); ++i) stack.push_back(cpu_argument(arguments[i], args[i]));
+    for (size_t i = 0; i < args.size(); ++i) {
+      stack.push_back(arguments[i].is_out() && args[i].isTensor()
+                          ? at::empty({0}, args[i].toTensor().options().device(at::kCPU))
+                          : map_tensors(args[i], cpu_copy));
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      int input = arguments[i].is_out() ? same_input(op.schema(), args, i) : -1;
+      if (input >= 0) stack[i] = stack[input];
+    }
     op.callBoxed(stack);
   }
 }

@@ -18,8 +18,13 @@ namespace torchtpu::aten {
 // the op draws random numbers (nondeterministic_seeded).
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                        bool elementwise, bool seeded);
-// Runs the op on CPU copies of its arguments (fresh tensors for out=) and lets the CPU's
-// exception, with its type and message, propagate; returns when the CPU accepts the call.
+// The non-out argument that out= argument `out` is the same tensor as (ldexp_ runs as
+// ldexp.out(self, self, other)), or -1: part of a call's signature.
+int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+               size_t out);
+// Runs the op on CPU copies of its arguments (fresh tensors for out=, but an out= that is an
+// input stays that input, as the CPU resizes one and refuses to resize the other) and lets the
+// CPU's exception, with its type and message, propagate; returns when the CPU accepts the call.
 void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args);
 
 }  // namespace torchtpu::aten

@@ -308,7 +308,7 @@ void add_key(hlo::Fingerprint& f, const c10::IValue& v, bool scalar_argument, bo
 }
 
 // An op's call signature: the op and each argument's key (add_key), scalar values only for
-// static scalars or, `with_values`, every scalar.
+// static scalars or, `with_values`, every scalar; an out= argument also says which input it is.
 void add_signature(hlo::Fingerprint& key, const c10::FunctionSchema& schema,
                    const std::vector<c10::IValue>& args, bool with_values) {
   const auto& arguments = schema.arguments();
@@ -317,6 +317,7 @@ void add_signature(hlo::Fingerprint& key, const c10::FunctionSchema& schema,
   for (size_t i = 0; i < args.size(); ++i) {
     add_key(key, args[i], is_scalar_type(arguments[i]),
             with_values || is_static_scalar(arguments[i]));
+    if (arguments[i].is_out()) key.add(int64_t{same_input(schema, args, i)});
   }
 }
 

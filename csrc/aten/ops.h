@@ -157,6 +157,11 @@ at::Tensor histogramdd_from_bin_tensors_meta(const at::Tensor& self, at::TensorL
 // Linear algebra (ops_linalg.cc): the legacy cholesky, which checks its factorization.
 at::Tensor cholesky(const at::Tensor& self, bool upper);
 at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out);
+// addr_, which PyTorch's composite would let resize its self, and addbmm_, which resizes it.
+at::Tensor& addr_(at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                  const at::Scalar& beta, const at::Scalar& alpha);
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                    const at::Scalar& beta, const at::Scalar& alpha);
 // det and slogdet return the LU of A^T where PyTorch's kernels do (a contiguous real A), which
 // their backward formulas expect: A's argument becomes A^T there.
 void prepare_linalg_arguments(const c10::OperatorHandle& op, std::vector<c10::IValue>& args);

@@ -10,6 +10,8 @@
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_linalg_check_errors.h>
+#include <ATen/ops/addbmm.h>
+#include <ATen/ops/addr.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -180,6 +182,32 @@ void prepare_linalg_arguments(const c10::OperatorHandle& op, std::vector<c10::IV
   // understanding: so the LU must be of A^T too.
   const at::Tensor& a = args[0].toTensor();
   if (a.dim() >= 2 && a.is_contiguous() && !a.is_complex()) args[0] = a.mT();
+}
+
+// PyTorch's composite addr_ is addr.out(self, self, ...), whose math resizes self to the outer
+// product's shape; the CPU and CUDA kernels refuse a self of another shape, with these messages.
+at::Tensor& addr_(at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                  const at::Scalar& beta, const at::Scalar& alpha) {
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+  TORCH_CHECK(self.size(0) == vec1.size(0) && self.size(1) == vec2.size(0),
+              "size mismatch, input: ", self.sizes(), ", v1: ", vec1.sizes(), ", v2: ",
+              vec2.sizes());
+  return at::addr_out(self, self, vec1, vec2, beta, alpha);
+}
+
+// addbmm_ resizes a self that broadcasts to the product's shape, as the CPU and CUDA kernels do
+// (addmm_ and baddbmm_ refuse one), where PyTorch's meta function refuses it.
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                    const at::Scalar& beta, const at::Scalar& alpha) {
+  if (batch1.dim() == 3 && batch2.dim() == 3 &&
+      self.sizes().equals({batch1.size(1), batch2.size(2)})) {
+    return at::addbmm_out(self, self, batch1, batch2, beta, alpha);
+  }
+  at::Tensor result = at::addbmm(self, batch1, batch2, beta, alpha);
+  self.resize_(result.sizes());
+  return self.copy_(result);
 }
 
 }  // namespace torchtpu::aten

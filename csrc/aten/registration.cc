@@ -93,6 +93,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // The legacy cholesky checks its factorization's info, which its lowering alone lacks.
   m.impl("cholesky", TORCH_FN(cholesky));
   m.impl("cholesky.out", TORCH_FN(cholesky_out));
+  m.impl("addr_", TORCH_FN(addr_));
+  m.impl("addbmm_", TORCH_FN(addbmm_));
 
   for (const char* name : {"native_batch_norm", "_native_batch_norm_legit",
                            "_native_batch_norm_legit.no_stats",

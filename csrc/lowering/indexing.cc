@@ -324,10 +324,10 @@ Values take(FunctionBuilder& b, const Values& v, const Attrs& a) {
 }
 
 // masked_scatter_(self, mask, source): the true elements of the mask, in row-major order, take
-// source's elements one after another.
+// source's elements one after another. Out of place, self and mask broadcast together.
 Values masked_scatter(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a);
-  Value x = convert(b, v[0], t);
+  Value x = broadcast_to(b, convert(b, v[0], t), out_shape(a));
   int64_t n = x.shape.numel(), k = v[2].shape.numel();
   if (n == 0 || k == 0) return {x};
   Value mask = reshape(b, broadcast_to(b, convert(b, v[1], ElementType::kPred), x.shape.dims), {n});

@@ -114,7 +114,7 @@ void register_linalg_rules(Registry& r) {
   r.add("baddbmm", add_product(1), {"baddbmm", "baddbmm.out", "baddbmm_"});
   r.add("addmv", add_product(0), {"addmv", "addmv.out", "addmv_"});
   r.add("linalg_cross", cross, {"linalg_cross", "linalg_cross.out"});
-  r.add("addbmm", addbmm, {"addbmm", "addbmm.out", "addbmm_"});
+  r.add("addbmm", addbmm, {"addbmm", "addbmm.out"});  // addbmm_: ops_linalg.cc
   r.add("vdot", vdot, {"vdot", "vdot.out"});
 }
 

@@ -261,6 +261,8 @@ OPS = {
     "masked_select_wrong_shape": lambda d: X.to(d).masked_select(mask(2).to(d)),
     "masked_scatter": lambda d: X.to(d).masked_scatter(M43.to(d), vals(60).to(d)),
     "masked_scatter_too_few": lambda d: X.to(d).masked_scatter(M543.to(d), vals(2).to(d)),
+    "masked_scatter_broadcast_self": lambda d: vals(4, 3).to(d).masked_scatter(M543.to(d),
+                                                                              vals(60).to(d)),
     "take": lambda d: X.to(d).take(torch.tensor([[0, 59], [-1, 7]]).to(d)),
     "take_noncontiguous_self": lambda d: X.to(d).transpose(0, 2).take(torch.tensor([1, 7]).to(d)),
     "take_empty": lambda d: X.to(d).take(torch.zeros(0, dtype=torch.long).to(d)),

@@ -18,6 +18,18 @@ def same(fn):
             assert g == e
 
 
+def same_outcome(fn):
+    """`same`, or the CPU's exception (type and message) on tpu too."""
+    try:
+        fn("cpu")
+    except Exception as e:  # noqa: BLE001  (whatever the CPU raises, tpu must raise)
+        with pytest.raises(type(e)) as raised:
+            fn("tpu")
+        assert str(raised.value) == str(e)
+        return
+    same(fn)
+
+
 X = torch.tensor([[3.0, -1.0, float("nan"), 2.0], [0.0, 5.0, -2.0, 2.0], [1.0, 1.0, 0.0, -7.0]])
 
 
@@ -126,3 +138,32 @@ def test_hash_tensor_dims_keepdim_empty_out_and_errors():
     with pytest.raises(NotImplementedError, match="\"xor_sum_(cpu|tpu)\" not implemented for "
                                                   "'ComplexFloat'"):
         torch.hash_tensor(torch.ones(2, dtype=torch.complex64, device="tpu"))
+
+
+def test_an_out_that_is_an_input_is_not_resized():
+    """ldexp_ runs as ldexp.out(self, self, other): an out= that is also an input cannot take the
+    broadcast shape, as on the CPU, even after a call of the same shapes with a fresh out=."""
+    x, y = torch.ones(5, 1, device="tpu"), torch.ones(5, device="tpu")
+    with pytest.warns(UserWarning, match="resized"):
+        out = torch.ldexp(x, y, out=torch.ones(5, 1, device="tpu"))  # a fresh out= is resized
+    assert out.shape == (5, 5)
+    with pytest.raises(RuntimeError, match=r"output with shape \[5, 1\] doesn't match the "
+                                           r"broadcast shape \[5, 5\]"):
+        x.ldexp_(y)
+    assert torch.equal(x.cpu(), torch.ones(5, 1))
+
+
+@pytest.mark.parametrize("shape", [(), (5, 1), (1, 10), (5, 10)])
+def test_addr_inplace_takes_only_its_own_shape(shape):
+    def addr_(d):
+        return torch.ones(shape, device=d).addr_(torch.arange(5.0, device=d),
+                                                 torch.arange(10.0, device=d))
+    same_outcome(addr_)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (10,), (5, 10), (3,)])
+def test_addbmm_inplace_resizes_a_self_that_broadcasts(shape):
+    """As the CPU and CUDA kernels do (addmm_ and baddbmm_ refuse such a self)."""
+    b1, b2 = torch.randn(4, 5, 3), torch.randn(4, 3, 10)
+    self = torch.randn(shape)
+    same_outcome(lambda d: self.clone().to(d).addbmm_(b1.to(d), b2.to(d), beta=0.5))
