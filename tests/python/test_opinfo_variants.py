@@ -1,5 +1,5 @@
 """OpInfo's ops on "tpu" in the forms test_opinfo.py does not call: each op's in-place variant
-(x.add_(y)), and its samples made non-contiguous (SampleInput.noncontiguous(): every tensor a
+(x.add_(y), with gradients too), and its samples made non-contiguous (SampleInput.noncontiguous(): every tensor a
 strided view into a larger one), in float32 against the CPU, with test_opinfo.py's comparison,
 tables and tolerances. An in-place variant whose input cannot hold the result (a broadcast, a
 type change) must raise as the CPU raises.
@@ -59,9 +59,19 @@ def _check(op, runs):
 
 @pytest.mark.parametrize("op", list(_ops(need_inplace=True)))
 def test_inplace_variant(op):
+    """Its samples, the first made non-contiguous again, and, where the op has gradients, the
+    first through a clone of its input (an in-place op on a tensor autograd records)."""
     inplace = Variant(op, op.inplace_variant)
-    samples = op.sample_inputs("cpu", DTYPE, requires_grad=False)
-    _check(op, [(inplace, s, False) for s in itertools.islice(samples, INPLACE_SAMPLES)])
+    samples = list(itertools.islice(op.sample_inputs("cpu", DTYPE, requires_grad=False),
+                                    INPLACE_SAMPLES))
+    runs = [(inplace, s, False) for s in samples]
+    runs += [(inplace, s.noncontiguous(), False) for s in samples[:1]]
+    if op.supports_autograd:
+        sample = next(iter(op.sample_inputs("cpu", DTYPE, requires_grad=True)), None)
+        fn = op.inplace_variant
+        if sample is not None:
+            runs.append((Variant(op, lambda x, *a, **k: fn(x.clone(), *a, **k)), sample, True))
+    _check(op, runs)
 
 
 @pytest.mark.parametrize("op", list(_ops(need_inplace=False)))
