@@ -5,30 +5,35 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/util/Exception.h>
 
 #include <optional>
+#include <set>
+#include <string>
 
 #include "aten/tensor_view.h"
 #include "engine/eager.h"
 
 namespace torchtpu::aten {
+
 namespace {
-
-at::Tensor cpu_copy(const at::Tensor& t) {
-  if (!t.defined() || t.is_cpu()) return t;
-  return t.to(at::kCPU);
-}
-
+// Drops warnings.
+class Silent : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+} silent;
 }  // namespace
 
 int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                size_t out) {
   if (!args[out].isTensor() || !args[out].toTensor().defined()) return -1;
+  int position = 0;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!schema.arguments()[i].is_out() && args[i].isTensor() &&
-        args[i].toTensor().is_same(args[out].toTensor())) {
-      return static_cast<int>(i);
+    if (schema.arguments()[i].is_out()) continue;
+    for (const at::Tensor& t : tensors_of(args[i])) {
+      if (t.is_same(args[out].toTensor())) return position;
+      ++position;
     }
   }
   return -1;
@@ -37,6 +42,11 @@ int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                        bool elementwise, bool seeded) {
   if (engine::capturing()) return false;  // a compiled graph's capture reads no values
+  // Meta functions that accept what the CPU refuses: bucketize's boundaries of more than one
+  // dimension, complex's parts of two dtypes, masked_scatter's uint8 mask.
+  static const std::set<std::string> loose = {"aten::bucketize", "aten::complex",
+                                              "aten::masked_scatter", "aten::masked_scatter_"};
+  if (loose.count(schema.name())) return true;
   std::optional<at::ScalarType> floating;
   bool mixed_floating = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -60,20 +70,40 @@ bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10:
 
 void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
   const auto& arguments = op.schema().arguments();
-  torch::jit::Stack stack;
+  // One CPU copy per tensor, so a tensor passed twice (ldexp_ runs as ldexp.out(self, self, ...),
+  // cat's out= may be one of its inputs) is one tensor there too: the CPU refuses to resize such
+  // an out=, or to write it while reading it, where it resizes a fresh one.
+  std::vector<std::pair<const c10::TensorImpl*, at::Tensor>> copies;
+  auto copy = [&copies](const at::Tensor& t) {
+    if (!t.defined() || t.is_cpu()) return t;
+    for (const auto& [impl, made] : copies) {
+      if (impl == t.unsafeGetTensorImpl()) return made;
+    }
+    return copies.emplace_back(t.unsafeGetTensorImpl(), t.to(at::kCPU)).second;
+  };
+  torch::jit::Stack stack(args.size());
   {
-    // Copies to the host, outside any autograd recording; a fresh tensor for each out= one,
-    // which the CPU resizes, unless it is one of the inputs.
+    // Copies to the host, outside any autograd recording.
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     for (size_t i = 0; i < args.size(); ++i) {
-      stack.push_back(arguments[i].is_out() && args[i].isTensor()
-                          ? at::empty({0}, args[i].toTensor().options().device(at::kCPU))
-                          : map_tensors(args[i], cpu_copy));
+      if (!arguments[i].is_out() || !args[i].isTensor()) stack[i] = map_tensors(args[i], copy);
     }
+    // An out= tensor is its input's copy, or an uninitialized one laid out as it is (an expanded
+    // out= overlaps itself, which the CPU refuses).
     for (size_t i = 0; i < args.size(); ++i) {
-      int input = arguments[i].is_out() ? same_input(op.schema(), args, i) : -1;
-      if (input >= 0) stack[i] = stack[input];
+      if (!arguments[i].is_out() || !args[i].isTensor()) continue;
+      const at::Tensor& out = args[i].toTensor();
+      if (!out.defined()) {
+        stack[i] = out;
+        continue;
+      }
+      stack[i] = at::empty_strided(out.sizes(), out.strides(), out.options().device(at::kCPU));
+      for (const auto& [impl, made] : copies) {
+        if (impl == out.unsafeGetTensorImpl()) stack[i] = made;
+      }
     }
+    // The CPU's warnings (an out= resized) are the meta function's too, which gives them.
+    c10::WarningUtils::WarningHandlerGuard quiet(&silent);
     op.callBoxed(stack);
   }
 }

@@ -11,15 +11,17 @@ namespace torchtpu::aten {
 
 // Whether a call needs the CPU's verdict even when the meta function accepts it. The meta
 // functions serving the Meta key are mostly PyTorch's Python references, looser than the CPU
-// kernels in four places: an out= tensor whose dtype the CPU refuses (all/any into float,
+// kernels in these places: an out= tensor whose dtype the CPU refuses (all/any into float,
 // amax into another float type, neg into double), empty inputs (max() of nothing, a reduction
 // over a dimension of size 0), operands of different floating dtypes in one product
-// (float32 @ float64), and complex operands of ops that order values (sort, clamp). `seeded`:
-// the op draws random numbers (nondeterministic_seeded).
+// (float32 @ float64), complex operands of ops that order values (sort, clamp), and a few ops
+// by name (bucketize, complex, masked_scatter). `seeded`: the op draws random numbers
+// (nondeterministic_seeded).
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                        bool elementwise, bool seeded);
-// The non-out argument that out= argument `out` is the same tensor as (ldexp_ runs as
-// ldexp.out(self, self, other)), or -1: part of a call's signature.
+// Which of the call's input tensors (counted over its non-out arguments, lists included) out=
+// argument `out` is, or -1: part of a call's signature, since an out= that is an input is
+// judged otherwise (ldexp_ runs as ldexp.out(self, self, other)).
 int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                size_t out);
 // Runs the op on CPU copies of its arguments (fresh tensors for out=, but an out= that is an

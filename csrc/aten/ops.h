@@ -94,6 +94,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 at::Tensor nonzero(const at::Tensor& self);
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out);
 at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask);
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out);
 bool equal(const at::Tensor& self, const at::Tensor& other);
 at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
                     int64_t minlength);

@@ -1,6 +1,8 @@
 // Ops whose result shape depends on tensor values. Each waits for the device once (for a count,
 // a boolean or lengths) and then runs on the device like any other op.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/_ctc_loss.h>
 #include <ATen/ops/_ctc_loss_backward.h>
 #include <ATen/ops/all.h>
@@ -56,6 +58,19 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   at::Tensor mask_1d = mask.dim() == 0 ? mask.unsqueeze(0) : mask;
   auto [s, m] = at::expand_outplace(self_1d, mask_1d);
   return at::index(*s, {std::optional<at::Tensor>(*m)});
+}
+
+// With the CPU kernel's checks: out= may not overlap itself or an operand.
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "masked_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+  at::Tensor result = torchtpu::aten::masked_select(self, mask);
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
 }
 
 // bincount: one wait for the smallest and largest value (the checks and the length), then an

@@ -72,6 +72,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(nonzero));
   m.impl("nonzero.out", TORCH_FN(nonzero_out));
   m.impl("masked_select", TORCH_FN(masked_select));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out));
   m.impl("equal", TORCH_FN(equal));
   m.impl("bincount", TORCH_FN(bincount));
   m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor));

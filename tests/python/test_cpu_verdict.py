@@ -87,6 +87,23 @@ CASES = {
     "div_tensor_bad_rounding_mode": lambda d: torch.div(ones(2, device=d), ones(2, device=d),
                                                         rounding_mode="bad"),
     "sum_dim_out_of_range": lambda d: ones(2, device=d).sum(3),
+    # Meta functions that accept what the CPU refuses.
+    "bucketize_2d_boundaries": lambda d: torch.bucketize(ones(3, device=d), ones(2, 2, device=d)),
+    "complex_of_two_dtypes": lambda d: torch.complex(ones(2, device=d),
+                                                     ones(2, device=d, dtype=f64)),
+    "masked_scatter_uint8_mask": lambda d: ones(3, device=d).masked_scatter(
+        ones(3, device=d, dtype=torch.uint8), ones(3, device=d)),
+    # out= tensors that are an input, or overlap one or themselves: the CPU judges them as they
+    # alias (ldexp_ runs as ldexp.out(self, self, other)).
+    "ldexp_inplace_broadcast": lambda d: ones(2, 1, device=d).ldexp_(ones(2, device=d)),
+    "cat_out_is_an_input": lambda d: (lambda a: torch.cat([a, a], out=a))(ones(2, 3, device=d)),
+    "index_select_expanded_out": lambda d: torch.index_select(
+        ones(3, 6, device=d), 1, torch.tensor([0, 1], device=d),
+        out=torch.empty(2, 1, device=d).expand(2, 6)),
+    "masked_select_out_is_self": lambda d: (lambda a: torch.masked_select(
+        a, torch.ones(3, dtype=torch.bool, device=d), out=a))(ones(3, device=d)),
+    "masked_select_out": lambda d: torch.masked_select(
+        torch.arange(4.0, device=d), torch.arange(4, device=d) > 1, out=torch.empty(0, device=d)),
 }
 
 

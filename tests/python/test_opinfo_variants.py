@@ -1,16 +1,20 @@
 """OpInfo's ops on "tpu" in the forms test_opinfo.py does not call: each op's in-place variant
-(x.add_(y), with gradients too), and its samples made non-contiguous (SampleInput.noncontiguous(): every tensor a
-strided view into a larger one), in float32 against the CPU, with test_opinfo.py's comparison,
-tables and tolerances. An in-place variant whose input cannot hold the result (a broadcast, a
-type change) must raise as the CPU raises.
+(x.add_(y), with gradients too), and its samples made non-contiguous (SampleInput.noncontiguous():
+every tensor a strided view into a larger one), in float32 against the CPU, with test_opinfo.py's
+comparison, tables and tolerances. An in-place variant whose input cannot hold the result (a
+broadcast, a type change) must raise as the CPU raises. And each op's error inputs (OpInfo's
+error_inputs: invalid arguments, out= tensors that overlap an input or themselves) must raise
+the error OpInfo names, where the CPU raises it.
 
     TORCHTPU_OPINFO_SHARD="i/n"     only every n-th op, from the i-th (default "0/1")
 """
 
 import itertools
+import re
 
 import pytest
 import torch
+from torch.utils._pytree import tree_map
 
 import test_opinfo as opinfo
 
@@ -31,14 +35,15 @@ class Variant:
         return self.fn(*args, **kwargs)
 
 
-def _ops(need_inplace):
+def _ops(need_inplace=False, need_errors=False):
     i, n = opinfo._shard()
     ops = sorted(opinfo._load_op_db(), key=lambda op: (op.name, op.variant_test_name))
     for index, op in enumerate(ops):
         key = opinfo._key(op)
         if (index % n != i or DTYPE not in op.supported_dtypes("cpu") or key in opinfo.SKIPS
                 or op.name in opinfo.SKIPS or opinfo._known(opinfo.XFAILS, op, "")
-                or (need_inplace and op.inplace_variant is None)):
+                or (need_inplace and op.inplace_variant is None)
+                or (need_errors and op.error_inputs_func is None)):
             continue
         yield pytest.param(op, id=key)
 
@@ -74,7 +79,7 @@ def test_inplace_variant(op):
     _check(op, runs)
 
 
-@pytest.mark.parametrize("op", list(_ops(need_inplace=False)))
+@pytest.mark.parametrize("op", list(_ops()))
 def test_noncontiguous_samples(op):
     samples = op.sample_inputs("cpu", DTYPE, requires_grad=False)
     runs = [(op, s.noncontiguous(), False)
@@ -84,3 +89,50 @@ def test_noncontiguous_samples(op):
         if sample is not None:
             runs.append((op, sample.noncontiguous(), True))
     _check(op, runs)
+
+
+def _on_cpu(sample):
+    """The sample's arguments on the CPU, aliasing as they alias on tpu: one copy per base
+    tensor, and each view of it the same view of that copy."""
+    copies = {}
+
+    def move(value):
+        if isinstance(value, (str, torch.device)) and str(value).startswith("tpu"):
+            return torch.device("cpu")
+        if not isinstance(value, torch.Tensor) or value.device.type != "tpu":
+            return value
+        base = value if value._base is None else value._base
+        if id(base) not in copies:
+            copies[id(base)] = base.detach().cpu()
+        if base is value:
+            return copies[id(base)]
+        return copies[id(base)].as_strided(value.size(), value.stride(), value.storage_offset())
+
+    return tree_map(move, (sample.input, sample.args, sample.kwargs))
+
+
+def _raised(op, inp, args, kwargs):
+    try:
+        op(inp, *args, **kwargs)
+        torch.tpu.synchronize()
+    except Exception as e:  # noqa: BLE001  (any error is an outcome to compare)
+        return e
+    return None
+
+
+@pytest.mark.parametrize("op", list(_ops(need_errors=True)))
+def test_error_inputs(op):
+    """Each error input the CPU refuses, tpu refuses with OpInfo's error type and message. (A few
+    of OpInfo's error inputs are for other devices or for TorchScript: the CPU accepts them.)"""
+    failures = []
+    for n, error_input in enumerate(op.error_inputs("tpu")):
+        sample = error_input.sample_input
+        if _raised(op, *_on_cpu(sample)) is None:
+            continue
+        error = _raised(op, sample.input, sample.args, sample.kwargs)
+        if not (isinstance(error, error_input.error_type)
+                and re.search(error_input.error_regex, str(error))):
+            failures.append(f"error input {n} {opinfo._describe(sample)}: expected "
+                            f"{error_input.error_type.__name__} matching "
+                            f"{error_input.error_regex!r}, got {error!r}")
+    assert not failures, f"{len(failures)} error inputs differ; first: {failures[0]}"
