@@ -38,6 +38,12 @@ Value convert(FunctionBuilder& b, const Value& v, ElementType type) {
     Value re = b.op("stablehlo.real", {v}, Shape{part, v.shape.dims});
     return convert(b, re, type);
   }
+  // PyTorch casts floating values to uint8 through int64 on every device (c10's
+  // static_cast_with_inter_type), so -1.0 is 255 and 300.0 is 44, where a direct conversion
+  // would clamp them.
+  if (type == ElementType::kU8 && hlo::is_floating(v.shape.type)) {
+    return convert(b, convert(b, v, ElementType::kS64), type);
+  }
   return b.op("stablehlo.convert", {v}, out);
 }
 

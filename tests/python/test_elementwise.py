@@ -274,3 +274,15 @@ def test_incomplete_gamma_domain_edges():
     x = torch.tensor([1.0, 0.0, 1.0, 2.0, 0.0, INF, -1.0, 45.0])
     for op in (torch.igamma, torch.igammac):
         torch.testing.assert_close(op(a.to("tpu"), x.to("tpu")).cpu(), op(a, x), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_floating_to_uint8_goes_through_int64(dtype, each_eager_mode):
+    """PyTorch casts floating values to uint8 through int64 on every device (-1.0 is 255, 300.0
+    is 44), where a direct conversion clamps them to 0 and 255."""
+    x = torch.tensor([-1.0, -2.5, -255.0, 256.0, 300.0, 127.9, 0.5, -0.5, 0.0], dtype=dtype)
+    expected = x.to(torch.uint8)
+    assert torch.equal(x.to("tpu").to(torch.uint8).cpu(), expected)
+    assert torch.equal((x.to("tpu") * 1).byte().cpu(), expected)
+    assert torch.equal(torch.empty(9, dtype=torch.uint8, device="tpu").copy_(x.to("tpu")).cpu(),
+                       expected)
