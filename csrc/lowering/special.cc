@@ -363,6 +363,20 @@ Num recurrence(const Num& x, const Num& n, const Num& p1,
 
 Num chebyshev_step(const Num& x, const Num&, const Num& q, const Num& p) { return (x + x) * q - p; }
 
+// The Hurwitz zeta function with PyTorch's (Cephes') domain: x = 1 and a non-positive integer q
+// give +inf, x < 1 gives NaN, where chlo.zeta gives NaN for the first and +inf for the second;
+// at x = +inf, where chlo.zeta gives NaN for q <= 1, the sum is its largest term q^-x: +inf for
+// q < 1 (or a term |q + k|^-x with |q + k| < 1), 1 for q = 1.
+Num zeta(const Num& x, const Num& q) {
+  Num r{x.b, x.b->op("chlo.zeta", {x.v, q.v}, x.v.shape)};
+  Value pole = both(q, cmp(q, "LE", 0.0), cmp(q.op("stablehlo.floor"), "EQ", q));
+  Value at_inf = cmp(x, "EQ", INFINITY);
+  r = where(both(q, at_inf, cmp(q, "EQ", 1.0)), 1.0, r);
+  r = where(either(q, pole, both(q, at_inf, cmp(q, "LT", 1.0))), INFINITY, r);
+  r = where(cmp(x, "LT", 1.0), NAN, r);
+  return where(cmp(x, "EQ", 1.0), INFINITY, r);
+}
+
 Value even(const Num& n) {
   Num half = n / 2.0;
   return cmp(half.op("stablehlo.floor"), "EQ", half);
@@ -507,9 +521,7 @@ void register_special_rules(Registry& r) {
           Num x{&b, promote(b, v[0], wide(t), out_shape(a))};
           return Values{convert(b, polygamma(a.i("n"), x).v, t)};
         }, {"polygamma", "polygamma.out", "polygamma_"});
-  r.elementwise("special_zeta", binary_special([](const Num& x, const Num& q) {
-                  return Num{x.b, x.b->op("chlo.zeta", {x.v, q.v}, x.v.shape)};
-                }), all("special_zeta"));
+  r.elementwise("special_zeta", binary_special(zeta), all("special_zeta"));
 
   const std::pair<const char*, char> chebyshev_kinds[] = {{"t", 'T'}, {"u", 'U'}, {"v", 'V'},
                                                           {"w", 'W'}};

@@ -286,3 +286,16 @@ def test_floating_to_uint8_goes_through_int64(dtype, each_eager_mode):
     assert torch.equal((x.to("tpu") * 1).byte().cpu(), expected)
     assert torch.equal(torch.empty(9, dtype=torch.uint8, device="tpu").copy_(x.to("tpu")).cpu(),
                        expected)
+
+
+def test_zeta_takes_the_cpus_domain(each_eager_mode):
+    """x = 1 and non-positive integer q give +inf, x < 1 NaN, x = +inf the largest term (inf for
+    q < 1, 1 for q = 1, 0 above), as the CPU's Cephes zeta does (XLA's differs on each)."""
+    specials = [float("nan"), float("inf"), -float("inf")]
+    xs = torch.tensor([-2.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 7.25, 20.0] + specials)
+    qs = torch.tensor([-3.0, -2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, 4.5] + specials)
+    x, q = (t.flatten() for t in torch.meshgrid(xs, qs, indexing="ij"))
+    for dtype in (torch.float32, torch.float64):
+        expected = torch.special.zeta(x.to(dtype), q.to(dtype))
+        got = torch.special.zeta(x.to(dtype).to("tpu"), q.to(dtype).to("tpu")).cpu()
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-5, atol=1e-6)
