@@ -5,8 +5,9 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <c10/util/Exception.h>
 
 #include <optional>
 #include <set>
@@ -17,23 +18,22 @@
 
 namespace torchtpu::aten {
 
-namespace {
-// Drops warnings.
-class Silent : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-} silent;
-}  // namespace
 
 int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                size_t out) {
   if (!args[out].isTensor() || !args[out].toTensor().defined()) return -1;
+  const c10::TensorImpl* impl = args[out].toTensor().unsafeGetTensorImpl();
   int position = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     if (schema.arguments()[i].is_out()) continue;
-    for (const at::Tensor& t : tensors_of(args[i])) {
-      if (t.is_same(args[out].toTensor())) return position;
+    if (args[i].isTensor()) {
+      if (args[i].toTensor().unsafeGetTensorImpl() == impl) return position;
       ++position;
+    } else if (args[i].isTensorList()) {
+      for (const c10::IValue& t : args[i].toListRef()) {
+        if (t.toTensor().unsafeGetTensorImpl() == impl) return position;
+        ++position;
+      }
     }
   }
   return -1;
@@ -88,22 +88,22 @@ void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& 
     for (size_t i = 0; i < args.size(); ++i) {
       if (!arguments[i].is_out() || !args[i].isTensor()) stack[i] = map_tensors(args[i], copy);
     }
-    // An out= tensor is its input's copy, or an uninitialized one laid out as it is (an expanded
-    // out= overlaps itself, which the CPU refuses).
+    // An out= tensor is its input's copy; one that overlaps itself (expanded) keeps its strides,
+    // which the CPU refuses; any other is an empty tensor, which the CPU resizes.
     for (size_t i = 0; i < args.size(); ++i) {
       if (!arguments[i].is_out() || !args[i].isTensor()) continue;
       const at::Tensor& out = args[i].toTensor();
+      int input = same_input(op.schema(), args, i);
       if (!out.defined()) {
         stack[i] = out;
-        continue;
-      }
-      stack[i] = at::empty_strided(out.sizes(), out.strides(), out.options().device(at::kCPU));
-      for (const auto& [impl, made] : copies) {
-        if (impl == out.unsafeGetTensorImpl()) stack[i] = made;
+      } else if (input >= 0) {
+        stack[i] = copy(out);
+      } else if (at::has_internal_overlap(out) == at::MemOverlap::Yes) {
+        stack[i] = at::empty_strided(out.sizes(), out.strides(), out.options().device(at::kCPU));
+      } else {
+        stack[i] = at::empty({0}, out.options().device(at::kCPU));
       }
     }
-    // The CPU's warnings (an out= resized) are the meta function's too, which gives them.
-    c10::WarningUtils::WarningHandlerGuard quiet(&silent);
     op.callBoxed(stack);
   }
 }

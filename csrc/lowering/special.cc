@@ -365,8 +365,8 @@ Num chebyshev_step(const Num& x, const Num&, const Num& q, const Num& p) { retur
 
 // The Hurwitz zeta function with PyTorch's (Cephes') domain: x = 1 and a non-positive integer q
 // give +inf, x < 1 gives NaN, where chlo.zeta gives NaN for the first and +inf for the second;
-// at x = +inf, where chlo.zeta gives NaN for q <= 1, the sum is its largest term q^-x: +inf for
-// q < 1 (or a term |q + k|^-x with |q + k| < 1), 1 for q = 1.
+// at x = +inf, where chlo.zeta gives NaN for q <= 1, the CPU gives the largest term q^-x: +inf
+// for q < 1 (or a term |q + k|^-x with |q + k| < 1), 1 for q = 1 (and NaN above, as chlo.zeta).
 Num zeta(const Num& x, const Num& q) {
   Num r{x.b, x.b->op("chlo.zeta", {x.v, q.v}, x.v.shape)};
   Value pole = both(q, cmp(q, "LE", 0.0), cmp(q.op("stablehlo.floor"), "EQ", q));

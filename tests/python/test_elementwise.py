@@ -289,8 +289,8 @@ def test_floating_to_uint8_goes_through_int64(dtype, each_eager_mode):
 
 
 def test_zeta_takes_the_cpus_domain(each_eager_mode):
-    """x = 1 and non-positive integer q give +inf, x < 1 NaN, x = +inf the largest term (inf for
-    q < 1, 1 for q = 1, 0 above), as the CPU's Cephes zeta does (XLA's differs on each)."""
+    """x = 1 and non-positive integer q give +inf, x < 1 NaN, x = +inf +inf for q < 1 and 1 for
+    q = 1 (NaN above, as on the CPU), as the CPU's Cephes zeta does (XLA's differs on each)."""
     specials = [float("nan"), float("inf"), -float("inf")]
     xs = torch.tensor([-2.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 7.25, 20.0] + specials)
     qs = torch.tensor([-3.0, -2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, 4.5] + specials)
