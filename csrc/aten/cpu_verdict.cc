@@ -18,7 +18,6 @@
 
 namespace torchtpu::aten {
 
-
 int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                size_t out) {
   if (!args[out].isTensor() || !args[out].toTensor().defined()) return -1;

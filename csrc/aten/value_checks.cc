@@ -127,9 +127,8 @@ std::vector<IndexAssert> index_bounds(std::string_view rule, const c10::Function
     // Not an index, but a count the device knows: the mask's true elements, at most source's.
     const at::Tensor& mask = arg("mask")->toTensor();
     int64_t n = arg("source")->toTensor().numel();
-    add(mask.expand(at::infer_size(mask.sizes(), arg("self")->toTensor().sizes())).sum(), 0, n + 1,
-        false,
-        "Number of elements of source < number of ones in mask");
+    at::Tensor spread = mask.expand(at::infer_size(mask.sizes(), arg("self")->toTensor().sizes()));
+    add(spread.sum(), 0, n + 1, false, "Number of elements of source < number of ones in mask");
   } else if (rule == "index" || rule == "index_put") {
     const at::Tensor& x = arg("self")->toTensor();
     int64_t dim = 0;

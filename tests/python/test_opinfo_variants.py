@@ -146,12 +146,9 @@ def _on_cpu(sample):
 
 
 def _raised(op, inp, args, kwargs):
-    try:
-        op(inp, *args, **kwargs)
-        torch.tpu.synchronize()
-    except Exception as e:  # noqa: BLE001  (any error is an outcome to compare)
-        return e
-    return None
+    """What the call raised, at the call or (a device-side check) at the sync after it."""
+    _, error = opinfo._run(op, inp, args, kwargs)
+    return error or opinfo._run(lambda *_: torch.tpu.synchronize(), None, (), {})[1]
 
 
 @pytest.mark.parametrize("op", list(_ops(need_errors=True)))
