@@ -18,24 +18,33 @@
 
 namespace torchtpu::aten {
 
-int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-               size_t out) {
-  if (!args[out].isTensor() || !args[out].toTensor().defined()) return -1;
-  const c10::TensorImpl* impl = args[out].toTensor().unsafeGetTensorImpl();
-  int position = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (schema.arguments()[i].is_out()) continue;
-    if (args[i].isTensor()) {
-      if (args[i].toTensor().unsafeGetTensorImpl() == impl) return position;
-      ++position;
-    } else if (args[i].isTensorList()) {
-      for (const c10::IValue& t : args[i].toListRef()) {
-        if (t.toTensor().unsafeGetTensorImpl() == impl) return position;
-        ++position;
-      }
+bool written(const c10::FunctionSchema& schema, size_t i) {
+  const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
+  return alias != nullptr && alias->isWrite();
+}
+
+void written_overlaps(const std::vector<c10::IValue>& args, size_t i,
+                      c10::SmallVectorImpl<int64_t>& found) {
+  if (!args[i].isTensor() || !args[i].toTensor().defined()) return;
+  const at::Tensor& target = args[i].toTensor();
+  if (!target.has_storage()) return;
+  const c10::StorageImpl* storage = target.storage().unsafeGetStorageImpl();
+  int64_t position = 0;
+  auto visit = [&](const at::Tensor& t) {
+    if (t.defined() && t.has_storage() && t.storage().unsafeGetStorageImpl() == storage) {
+      found.push_back(position);
+      found.push_back(static_cast<int64_t>(at::get_overlap_status(target, t)));
+    }
+    ++position;
+  };
+  for (size_t j = 0; j < args.size(); ++j) {
+    if (j == i) continue;
+    if (args[j].isTensor()) {
+      visit(args[j].toTensor());
+    } else if (args[j].isTensorList()) {
+      for (const c10::IValue& t : args[j].toListRef()) visit(t.toTensor());
     }
   }
-  return -1;
 }
 
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
@@ -46,6 +55,15 @@ bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10:
   static const std::set<std::string> loose = {"aten::bucketize", "aten::complex",
                                               "aten::masked_scatter", "aten::masked_scatter_"};
   if (loose.count(schema.name())) return true;
+  if (!elementwise && !seeded) {
+    c10::SmallVector<int64_t, 8> found;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (written(schema, i)) written_overlaps(args, i, found);
+    }
+    for (size_t k = 1; k < found.size(); k += 2) {
+      if (found[k] != static_cast<int64_t>(at::MemOverlapStatus::No)) return true;
+    }
+  }
   std::optional<at::ScalarType> floating;
   bool mixed_floating = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -68,17 +86,46 @@ bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10:
 }
 
 void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
-  const auto& arguments = op.schema().arguments();
-  // One CPU copy per tensor, so a tensor passed twice (ldexp_ runs as ldexp.out(self, self, ...),
-  // cat's out= may be one of its inputs) is one tensor there too: the CPU refuses to resize such
-  // an out=, or to write it while reading it, where it resizes a fresh one.
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  // A storage that a written argument shares with another argument is copied whole, once, and
+  // each tensor of it is a view of that copy, so the CPU sees the overlaps the call has.
+  struct Shared {
+    const c10::StorageImpl* storage;
+    at::Tensor source, whole;  // a tensor of the storage; the copy of all of it
+  };
+  std::vector<Shared> shared;
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::SmallVector<int64_t, 8> found;
+    if (written(schema, i)) written_overlaps(args, i, found);
+    const at::Tensor& t = found.empty() ? at::Tensor() : args[i].toTensor();
+    if (t.defined() && t.is_privateuseone()) {
+      shared.push_back({t.storage().unsafeGetStorageImpl(), t, {}});
+    }
+  }
+  auto shared_by = [&shared](const at::Tensor& t) -> Shared* {
+    for (Shared& s : shared) {
+      if (s.storage == t.storage().unsafeGetStorageImpl()) return &s;
+    }
+    return nullptr;
+  };
+  // One CPU copy per tensor, so a tensor passed twice is one tensor there too.
   std::vector<std::pair<const c10::TensorImpl*, at::Tensor>> copies;
-  auto copy = [&copies](const at::Tensor& t) {
+  auto copy = [&](const at::Tensor& t) {
     if (!t.defined() || t.is_cpu()) return t;
     for (const auto& [impl, made] : copies) {
       if (impl == t.unsafeGetTensorImpl()) return made;
     }
-    return copies.emplace_back(t.unsafeGetTensorImpl(), t.to(at::kCPU)).second;
+    Shared* s = shared_by(t);
+    if (s == nullptr || s->source.scalar_type() != t.scalar_type()) {
+      return copies.emplace_back(t.unsafeGetTensorImpl(), t.to(at::kCPU)).second;
+    }
+    if (!s->whole.defined()) {
+      int64_t elements = static_cast<int64_t>(s->storage->nbytes()) / t.element_size();
+      s->whole = s->source.as_strided({elements}, {1}, 0).to(at::kCPU);
+    }
+    at::Tensor view = s->whole.as_strided(t.sizes(), t.strides(), t.storage_offset());
+    return copies.emplace_back(t.unsafeGetTensorImpl(), view).second;
   };
   torch::jit::Stack stack(args.size());
   {
@@ -87,15 +134,15 @@ void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& 
     for (size_t i = 0; i < args.size(); ++i) {
       if (!arguments[i].is_out() || !args[i].isTensor()) stack[i] = map_tensors(args[i], copy);
     }
-    // An out= tensor is its input's copy; one that overlaps itself (expanded) keeps its strides,
-    // which the CPU refuses; any other is an empty tensor, which the CPU resizes.
+    // An out= tensor that shares an input's storage is a view of its copy; one that overlaps
+    // itself (expanded) keeps its strides, which the CPU refuses; any other is an empty tensor,
+    // which the CPU resizes.
     for (size_t i = 0; i < args.size(); ++i) {
       if (!arguments[i].is_out() || !args[i].isTensor()) continue;
       const at::Tensor& out = args[i].toTensor();
-      int input = same_input(op.schema(), args, i);
       if (!out.defined()) {
         stack[i] = out;
-      } else if (input >= 0) {
+      } else if (shared_by(out) != nullptr) {
         stack[i] = copy(out);
       } else if (at::has_internal_overlap(out) == at::MemOverlap::Yes) {
         stack[i] = at::empty_strided(out.sizes(), out.strides(), out.options().device(at::kCPU));

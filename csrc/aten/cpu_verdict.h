@@ -4,6 +4,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 
 #include <vector>
 
@@ -15,18 +16,24 @@ namespace torchtpu::aten {
 // amax into another float type, neg into double), empty inputs (max() of nothing, a reduction
 // over a dimension of size 0), operands of different floating dtypes in one product
 // (float32 @ float64), complex operands of ops that order values (sort, clamp), and a few ops
-// by name (bucketize, complex, masked_scatter). `seeded`: the op draws random numbers
-// (nondeterministic_seeded).
+// by name (bucketize, complex, masked_scatter), and a written argument that overlaps another
+// where the op is not elementwise (elementwise ops follow TensorIterator's rule, which the
+// kernel applies itself). `seeded`: the op draws random numbers (nondeterministic_seeded).
 bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                        bool elementwise, bool seeded);
-// Which of the call's input tensors (counted over its non-out arguments, lists included) out=
-// argument `out` is, or -1: part of a call's signature, since an out= that is an input is
-// judged otherwise (ldexp_ runs as ldexp.out(self, self, other)).
-int same_input(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-               size_t out);
-// Runs the op on CPU copies of its arguments (fresh tensors for out=, but an out= that is an
-// input stays that input, as the CPU resizes one and refuses to resize the other) and lets the
-// CPU's exception, with its type and message, propagate; returns when the CPU accepts the call.
+// Whether argument `i` is one the op writes (in-place self, out=).
+bool written(const c10::FunctionSchema& schema, size_t i);
+// The other argument tensors that share a storage with written argument `i`, each as its
+// position among the call's tensors and how their memory overlaps (at::MemOverlapStatus),
+// appended to `found` as pairs: part of a call's signature, since the CPU judges an overlap by
+// op (ldexp_ runs as ldexp.out(self, self, other); index_add_ refuses any overlap,
+// TensorIterator's ops a partial one; masked_fill_ reads its 0-d value first).
+void written_overlaps(const std::vector<c10::IValue>& args, size_t i,
+                      c10::SmallVectorImpl<int64_t>& found);
+// Runs the op on CPU copies of its arguments (fresh tensors for out=, but an out= that shares an
+// input's storage stays a view of it, as the CPU resizes one and refuses to resize or overlap
+// the other) and lets the CPU's exception, with its type and message, propagate; returns when
+// the CPU accepts the call.
 void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args);
 
 }  // namespace torchtpu::aten

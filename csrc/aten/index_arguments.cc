@@ -219,6 +219,8 @@ bool prepare_index_arguments(const c10::OperatorHandle& op, std::vector<c10::IVa
       TORCH_CHECK(args[2].toTensor().dim() == 0,
                   "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
                   args[2].toTensor().dim(), " dimension(s).");
+      // A CPU value is read as a number, as CUDA's kernel reads it.
+      if (args[2].toTensor().is_cpu()) args[2] = args[2].toTensor().to(args[0].toTensor().device());
     }
     return false;
   }

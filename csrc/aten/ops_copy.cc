@@ -205,6 +205,7 @@ bool held_on_host(const at::Tensor& t) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   if (dst.is_privateuseone()) at::assert_no_internal_overlap(dst);
+  if (self.is_privateuseone() && dst.is_privateuseone()) at::assert_no_partial_overlap(dst, self);
   if (self.is_privateuseone() && dst.is_cpu()) {
     copy_to_cpu(self, dst, non_blocking);
   } else if (self.is_cpu() && dst.is_privateuseone()) {

@@ -459,8 +459,8 @@ void register_indexing_rules(Registry& r) {
   r.add("gather", gather, {"gather", "gather.out"});
   r.add("scatter", scatter_rule(false),
         {"scatter.src", "scatter.value", "scatter.src_out", "scatter.value_out", "scatter_.src",
-         "scatter_.value", "scatter.reduce", "scatter_.reduce", "scatter.value_reduce",
-         "scatter_.value_reduce"});
+         "scatter_.value", "scatter.reduce", "scatter.reduce_out", "scatter_.reduce",
+         "scatter.value_reduce", "scatter.value_reduce_out", "scatter_.value_reduce"});
   r.add("scatter_add", scatter_rule(true), {"scatter_add", "scatter_add.out", "scatter_add_"});
   r.add("scatter_reduce", scatter_rule(false),
         {"scatter_reduce.two", "scatter_reduce.two_out", "scatter_reduce_.two"});

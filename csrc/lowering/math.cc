@@ -618,7 +618,8 @@ void register_math_rules(Registry& r) {
   r.elementwise("remainder", binary_fn(python_remainder), all("remainder"));
   r.elementwise("where", where, {"where.self", "where.self_out", "where.ScalarOther",
                                  "where.ScalarSelf", "where.Scalar"});
-  r.elementwise("masked_fill", masked_fill, all("masked_fill"));
+  // Not TensorIterator's overlap rule: the CPU reads a 0-d value before it writes.
+  r.add("masked_fill", masked_fill, all("masked_fill"));
   r.elementwise("clamp", clamp, all("clamp"));
   r.elementwise("clamp_min", binary_fn(maximum), all("clamp_min"));
   r.elementwise("clamp_max", binary_fn(minimum), all("clamp_max"));

@@ -16,6 +16,10 @@ def ones(*shape, device, dtype=torch.float32):
     return torch.ones(*shape, device=device, dtype=dtype)
 
 
+def arange(*shape, device):
+    return torch.arange(float(torch.Size(shape).numel()), device=device).reshape(shape)
+
+
 f64 = torch.float64
 CASES = {
     # out= tensors of a dtype the CPU refuses (the Python metas accept any safe cast).
@@ -104,12 +108,61 @@ CASES = {
         a, torch.ones(3, dtype=torch.bool, device=d), out=a))(ones(3, device=d)),
     "masked_select_out": lambda d: torch.masked_select(
         torch.arange(4.0, device=d), torch.arange(4, device=d) > 1, out=torch.empty(0, device=d)),
+    # Arguments that share memory through other views: each op's own rule, as the CPU applies it.
+    "cat_out_a_view_of_an_input": lambda d: (lambda a: torch.cat([a, a], out=a.view(-1)))(
+        arange(2, 3, device=d)),
+    "add_out_the_transpose_of_an_input": lambda d: (lambda a: torch.add(
+        a, ones(2, 3, device=d), out=a.t()))(arange(2, 3, device=d)),
+    "index_select_out_a_view_of_self": lambda d: (lambda a: torch.index_select(
+        a, 0, torch.tensor([1, 0], device=d), out=a.view(2, 3)))(arange(2, 3, device=d)),
+    "gather_out_a_view_of_self": lambda d: (lambda a: torch.gather(
+        a, 1, torch.zeros(2, 3, dtype=torch.long, device=d), out=a.view(2, 3)))(
+        arange(2, 3, device=d)),
+    "index_add_inplace_source_is_self": lambda d: (lambda a: a.index_add_(
+        0, torch.tensor([2, 0, 1], device=d), a))(arange(3, 3, device=d)),
+    "index_put_inplace_values_a_view_of_self": lambda d: (lambda a: a.index_put_(
+        (torch.tensor([2, 0, 1], device=d),), a.view(3, 3)))(arange(3, 3, device=d)),
+    "scatter_inplace_src_is_self": lambda d: (lambda a: a.scatter_(
+        0, torch.zeros(3, 3, dtype=torch.long, device=d), a))(arange(3, 3, device=d)),
+    "copy_shifted_onto_itself": lambda d: (lambda a: (a[1:].copy_(a[:-1]), a)[1])(
+        arange(6, device=d)),
+    "copy_transpose_onto_itself": lambda d: (lambda a: a.copy_(a.t()))(arange(3, 3, device=d)),
+    "copy_another_view_onto_itself": lambda d: (lambda a: a.copy_(a.view(3, 3)))(
+        arange(3, 3, device=d)),
+    "masked_fill_inplace_value_an_element_of_self": lambda d: (lambda a: a.masked_fill_(
+        a > 3, a[0, 1]))(arange(3, 3, device=d)),
+    "masked_fill_inplace_long_self_float_value": lambda d: torch.zeros(
+        3, dtype=torch.long, device=d).masked_fill_(arange(3, device=d) > 0,
+                                                    torch.tensor(1.5, device=d)),
+    # As on CUDA, a 0-d CPU value is read as a number.
+    "masked_fill_inplace_cpu_value": lambda d: ones(3, device=d).masked_fill_(
+        arange(3, device=d) > 0, torch.tensor(2.5)),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_cpu(case, each_eager_mode):
     assert_same_as_cpu(CASES[case])
+
+
+def test_an_overlap_is_judged_at_each_call(each_eager_mode):
+    """A call of one signature with and without arguments that share memory: the CPU's verdict on
+    the first is not taken for the second."""
+    a, idx = torch.arange(6.0, device="tpu").reshape(2, 3), torch.tensor([1, 0], device="tpu")
+    torch.index_select(a, 0, idx, out=torch.empty(2, 3, device="tpu"))
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.index_select(a, 0, idx, out=a.view(2, 3))
+    b = torch.arange(9.0, device="tpu").reshape(3, 3)
+    b.masked_fill_(b > 3, torch.tensor(-1.0, device="tpu"))
+    b.masked_fill_(b > 3, b[0, 1])  # the CPU reads a 0-d value before it writes
+    c = torch.eye(3, dtype=torch.bool, device="tpu")
+    c.masked_fill_(c > 0, True)
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        c.masked_fill_(c.t(), True)  # the mask overlaps what is written
+    b = torch.arange(9.0, device="tpu").reshape(3, 3)
+    b.copy_(torch.ones(3, 3, device="tpu").t())
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        b.copy_(b.t())
 
 
 def test_messages_are_the_cpu_ones():

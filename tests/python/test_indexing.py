@@ -501,3 +501,19 @@ def test_index_copy_updates_a_static_kv_cache_slice_in_place(mode, fallback_erro
         got = cache.cpu()
     cpu_cache[:, 1].index_copy_(2, position, keys)
     torch.testing.assert_close(got, cpu_cache, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_with_reduce_into_out_runs_on_the_device(reduce, each_eager_mode, fallback_error):
+    """scatter's reduce= overloads write their out= on tpu (they had gone to the CPU)."""
+    def run(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        index = torch.tensor([[0, 1, 0], [1, 0, 1]], device=device)
+        src_out, value_out = torch.empty(2, 3, device=device), torch.empty(0, device=device)
+        torch.scatter(x, 0, index, torch.full((2, 3), 2.0, device=device), reduce=reduce,
+                      out=src_out)
+        torch.scatter(x, 0, index, 3.0, reduce=reduce, out=value_out)
+        return src_out, value_out
+    for got, expected in zip(run("tpu"), run("cpu")):
+        assert got.device.type == "tpu"
+        torch.testing.assert_close(got.cpu(), expected)

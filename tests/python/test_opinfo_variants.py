@@ -5,7 +5,9 @@ comparison, tables and tolerances (the non-contiguous views are made on each dev
 of a strided view would copy it contiguously). An in-place variant whose input cannot hold the
 result (a broadcast, a type change) must raise where the CPU raises. And each op's error inputs
 (OpInfo's error_inputs: invalid arguments, out= tensors that overlap an input or themselves)
-must raise the error OpInfo names, where the CPU raises it.
+must raise the error OpInfo names, where the CPU raises it. And each op's in-place and out= forms
+called with arguments that share memory must raise where the CPU refuses the overlap, and give the
+value on separate arguments where it accepts it.
 
     TORCHTPU_OPINFO_SHARD="i/n"     only every n-th op, from the i-th (default "0/1")
 """
@@ -167,3 +169,84 @@ def test_error_inputs(op):
                             f"{error_input.error_type.__name__} matching "
                             f"{error_input.error_regex!r}, got {error!r}")
     assert not failures, f"{len(failures)} error inputs differ; first: {failures[0]}"
+
+
+def _aliasings(op, inp, args, kwargs, result):
+    """The sample called with arguments that share memory: (name, call, the tensor the call
+    writes, how it maps to the input). `result`: the op's value on separate arguments (CPU), or
+    None. In-place: another argument of the input's shape is the input itself, or its transpose;
+    out=: the input itself, another view of it, or its transpose."""
+    square = inp.dim() >= 2 and inp.shape[-1] == inp.shape[-2]
+    same = [n for n, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and a.shape == inp.shape and a.dtype == inp.dtype]
+    calls = []
+    if op.inplace_variant is not None and same:
+        n = same[0]
+        for name, alias in [("the input", lambda x: x), ("its transpose", lambda x: x.mT)]:
+            if name == "its transpose" and not square:
+                continue
+            calls.append((f"in-place, argument {n + 1} {name}", op.inplace_variant,
+                          lambda x, a=alias, n=n: (x, [*args[:n], a(x), *args[n + 1:]], kwargs),
+                          alias))
+    if (op.supports_out and isinstance(result, torch.Tensor) and result.shape == inp.shape
+            and result.dtype == inp.dtype):
+        for name, alias in [("the input", lambda x: x), ("a view of the input",
+                                                          lambda x: x.view(x.shape)),
+                            ("its transpose", lambda x: x.mT)]:
+            if name == "its transpose" and not square:
+                continue
+            calls.append((f"out= {name}", op,
+                          lambda x, a=alias: (x, args, {**kwargs, "out": a(x)}), alias))
+    return calls
+
+
+@pytest.mark.parametrize("op", list(_ops()))
+def test_aliased_arguments(op):
+    """An in-place op or out= whose arguments share memory: where the CPU refuses the overlap,
+    tpu raises the same error; where the CPU accepts it, tpu gives the value the op has on
+    separate arguments (the CPU's own value there may depend on the order it reads and writes:
+    mm(a, a, out=a), addmm_, masked_scatter_)."""
+    if not (op.supports_out or op.inplace_variant is not None):
+        pytest.skip("no in-place or out= form")
+    failures, tried = [], 0
+    known = opinfo._known(opinfo.TOLERANCES, op, "")
+    tol = {"rtol": known[0], "atol": known[1]} if known else {}
+    for sample in itertools.islice(op.sample_inputs("cpu", DTYPE, requires_grad=False), 3):
+        inp = sample.input
+        if not isinstance(inp, torch.Tensor) or inp.numel() < 2:
+            continue
+        cpu = opinfo._clone(inp), tree_map(opinfo._clone, sample.args), sample.kwargs
+        result, _ = opinfo._run(op, *cpu)
+        for name, fn, make, alias in _aliasings(op, inp, sample.args, sample.kwargs, result):
+            tried += 1
+            x_cpu = opinfo._clone(inp)
+            _, cpu_error = opinfo._run(fn, *make(x_cpu))
+            x_tpu = opinfo._to_tpu(inp)
+            dev = make(x_tpu)
+            dev = (dev[0], tree_map(opinfo._to_tpu, dev[1]), opinfo._tpu_kwargs(dev[2]))
+            dev_error = _raised(fn, *dev)
+            what = f"{name}, {opinfo._describe(sample)}"
+            if cpu_error is not None:
+                if type(dev_error) is not type(cpu_error) or (
+                        str(cpu_error).split("\n")[0] != str(dev_error).split("\n")[0]):
+                    failures.append(f"{what}: the CPU raised {cpu_error!r}, tpu {dev_error!r}")
+                continue
+            if dev_error is not None:
+                failures.append(f"{what}: tpu raised {dev_error!r}, the CPU did not")
+                continue
+            # The value on separate arguments, written where the call writes.
+            separate = opinfo._clone(inp)
+            call_inp, call_args, call_kwargs = make(separate)
+            call_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in call_args]
+            if "out" in call_kwargs:
+                call_kwargs = {k: v for k, v in call_kwargs.items() if k != "out"}
+                alias(separate).copy_(op(call_inp.clone(), *call_args, **call_kwargs))
+            else:
+                fn(call_inp, *call_args, **call_kwargs)
+            try:
+                opinfo._compare(x_tpu, separate, f"{what}: the written input", tol)
+            except AssertionError as e:
+                failures.append(str(e))
+    if not tried:
+        pytest.skip("no sample with an argument of the input's shape, or out= of it")
+    assert not failures, f"{len(failures)} of {tried} calls differ; first: {failures[0]}"
