@@ -634,6 +634,28 @@ void resolve_lazy_operands(const c10::FunctionSchema& schema, std::vector<c10::I
   }
 }
 
+// Integer arguments the CPU kernels refuse and the meta functions accept: a negative integer
+// exponent of an integer tensor, and round's decimals for an integer tensor.
+void check_integer_arguments(const c10::FunctionSchema& schema,
+                             const std::vector<c10::IValue>& args) {
+  std::string_view name = schema.name();  // run for every op: a length check first
+  if ((name != "aten::pow" && name != "aten::pow_" && name != "aten::round" &&
+       name != "aten::round_") || !args[0].isTensor()) {
+    return;
+  }
+  at::ScalarType type = args[0].toTensor().scalar_type();
+  if (!at::isIntegralType(type, /*includeBool=*/true)) return;
+  if (name[6] == 'p') {  // aten::pow
+    if (!args[1].isScalar()) return;
+    at::Scalar exponent = args[1].toScalar();
+    TORCH_CHECK(!exponent.isIntegral(/*includeBool=*/false) || exponent.toLong() >= 0,
+                "Integers to negative integer powers are not allowed.");
+  } else if (schema.overload_name() == "decimals") {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"round_tpu\" not implemented for '", c10::toString(type),
+                                "'");
+  }
+}
+
 }  // namespace
 
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -653,6 +675,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (prepare_index_arguments(op, args, stack)) return;
   prepare_linalg_arguments(op, args);
+  check_integer_arguments(schema, args);
   c10::Device device = common_device_of(all);
   c10::DeviceGuard guard(device);
 

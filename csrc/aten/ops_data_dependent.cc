@@ -100,7 +100,9 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   at::Tensor out = at::zeros({length}, self.options().dtype(type));
   if (self.numel() == 0) return out;
   at::Tensor values = weighted ? weights->to(type) : at::ones({self.size(0)}, out.options());
-  return out.index_add_(0, self, values);
+  // index_add takes int32 and int64 indices only.
+  bool wide = self.scalar_type() == at::kInt || self.scalar_type() == at::kLong;
+  return out.index_add_(0, wide ? self : self.to(at::kLong), values);
 }
 
 namespace {

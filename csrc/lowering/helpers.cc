@@ -143,6 +143,12 @@ Value full(FunctionBuilder& b, ElementType type, const Dims& dims, double value)
 }
 
 Value unary(FunctionBuilder& b, const std::string& op, const Value& x) {
+  // StableHLO's abs and sign take signed types only: an unsigned value is its own magnitude, and
+  // its sign is whether it is nonzero.
+  if (hlo::is_unsigned_integer(x.shape.type) && op == "stablehlo.abs") return x;
+  if (hlo::is_unsigned_integer(x.shape.type) && op == "stablehlo.sign") {
+    return convert(b, compare(b, x, full(b, x.shape.type, x.shape.dims, 0), "NE"), x.shape.type);
+  }
   return b.op(op, {x}, x.shape);
 }
 

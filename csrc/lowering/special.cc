@@ -320,8 +320,16 @@ Num polygamma(int64_t n, const Num& x) {
   })[0];
   Num shifted = x + m;
   Num order = x.k(static_cast<double>(n));
-  Num value{&b, b.op("chlo.polygamma", {order.v, shifted.v}, x.v.shape)};
-  return value + factor * sum;
+  Num value = Num{&b, b.op("chlo.polygamma", {order.v, shifted.v}, x.v.shape)} + factor * sum;
+  // The CPU's values at the poles (0, the negative integers, -inf) and at +inf: ψ' is +inf at a
+  // pole (NaN at -inf) and 0 at +inf; above it, -(-1)^n n! ζ(n + 1, x) takes ζ's +inf at a
+  // pole, and NaN at +inf.
+  Value pole = both(x, cmp(x, "LE", 0.0), cmp(x.op("stablehlo.floor"), "EQ", x));
+  if (n == 1) {
+    value = where(both(x, pole, cmp(x, "NE", -INFINITY)), INFINITY, value);
+    return where(cmp(x, "EQ", INFINITY), 0.0, value);
+  }
+  return where(pole, factor * INFINITY, value);
 }
 
 // A unary special function computed in `wide` precision: f(x) rounded to the output type.
@@ -516,7 +524,9 @@ void register_special_rules(Registry& r) {
           return M_SQRT2 * (2.0 * p - 1.0).op("chlo.erf_inv");
         }), all("special_ndtri"));
   r.add("special_entr", unary_special(entr, false), all("special_entr"));
+  // polygamma(n, x); n = 0 is digamma's rule (its CPU kernel is digamma's).
   r.add("polygamma", [](FunctionBuilder& b, const Values& v, const Attrs& a) {
+          if (a.i("n") == 0) return rule("digamma")(b, v, a);
           ElementType t = out_type(a);
           Num x{&b, promote(b, v[0], wide(t), out_shape(a))};
           return Values{convert(b, polygamma(a.i("n"), x).v, t)};

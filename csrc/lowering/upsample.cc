@@ -7,6 +7,8 @@
 #include <cmath>
 #include <optional>
 
+#include "lowering/arith.h"
+#include "lowering/helpers.h"
 #include "lowering/registry.h"
 #include "lowering/resample.h"
 
@@ -170,17 +172,30 @@ Taps taps_for(Mode mode, ElementType t, int64_t in, int64_t out, const Attrs& a,
   return nearest_taps(in, out, scale, false);
 }
 
-// upsample_*(self, output_size, [align_corners,] scales...)
+// An integer image's pass, as the CPU stores it between passes: rounded half up and saturated to
+// the type's range.
+Value saturate(FunctionBuilder& b, const Value& x, ElementType t) {
+  Value rounded = unary(b, "stablehlo.floor", add(b, x, full(b, x.shape.type, x.shape.dims, 0.5)));
+  Value low = splat(b, extreme(b, t, false), x.shape.type, x.shape.dims);
+  Value high = splat(b, extreme(b, t, true), x.shape.type, x.shape.dims);
+  return minimum(b, maximum(b, rounded, low), high);
+}
+
+// upsample_*(self, output_size, [align_corners,] scales...). An integer (uint8) image is
+// interpolated in float32 and rounded after each dimension's pass, as the CPU's separable kernel.
 LoweringRule upsample(Mode mode, size_t n) {
   return [mode, n](FunctionBuilder& b, const Values& v, const Attrs& a) {
-    ElementType t = out_type(a),
-                c = mode == Mode::kNearest || mode == Mode::kNearestExact ? t : opmath(t);
+    ElementType t = out_type(a);
+    bool nearest = mode == Mode::kNearest || mode == Mode::kNearestExact;
+    bool integral = !hlo::is_floating(t) && !hlo::is_complex(t);
+    ElementType c = nearest ? t : integral ? ElementType::kF32 : opmath(t);
     Value x = convert(b, v[0], c);
     Dims out = out_shape(a);
     size_t lead = out.size() - n;
     for (size_t d = n; d-- > 0;) {
       int64_t dim = static_cast<int64_t>(lead + d);
       x = resample(b, x, dim, taps_for(mode, t, x.shape.dims[dim], out[dim], a, d, n));
+      if (integral && !nearest) x = saturate(b, x, t);
     }
     return Values{convert(b, x, t)};
   };

@@ -299,3 +299,46 @@ def test_zeta_takes_the_cpus_domain(each_eager_mode):
         expected = torch.special.zeta(x.to(dtype), q.to(dtype))
         got = torch.special.zeta(x.to(dtype).to("tpu"), q.to(dtype).to("tpu")).cpu()
         torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_polygamma_at_its_poles_and_infinities(n, each_eager_mode):
+    """The CPU's values at 0, the negative integers and the infinities: polygamma(0) is digamma,
+    and above it -(-1)^n n! zeta(n + 1, x) takes zeta's +inf at a pole. Where the CPU's trigamma
+    (n = 1) gives finite values at a negative integer (sin(pi x) rounded is not 0), tpu gives the
+    pole's +inf."""
+    x = torch.tensor([0.0, -0.0, -1.0, -2.0, -7.0, float("inf"), -float("inf"), float("nan"),
+                      -2.5, -0.5, 1e-8, 3.0])
+    for dtype in (torch.float32, torch.float64, torch.int8):
+        values = x if dtype.is_floating_point else x[[0, 2, 3, 4, 8, 11]].round()
+        expected = torch.polygamma(n, values.to(dtype))
+        if n == 1:
+            expected[(values < 0) & (values == values.floor()) & values.isfinite()] = float("inf")
+        got = torch.polygamma(n, values.to(dtype).to("tpu")).cpu()
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+def test_abs_and_sign_of_unsigned_integers(dtype, each_eager_mode):
+    """StableHLO's abs and sign take signed types only (they had failed to compile)."""
+    x = torch.tensor([0, 1, 7, 200], dtype=dtype)
+    t = x.to("tpu")
+    assert torch.equal(t.abs().cpu(), x)
+    sign = torch.tensor([0, 1, 1, 1], dtype=dtype)
+    assert torch.equal(t.sign().cpu(), sign) and torch.equal(t.sgn().cpu(), sign)
+    if dtype == torch.uint8:
+        assert torch.equal(torch.gcd(t, t.flip(0)).cpu(), torch.gcd(x, x.flip(0)))
+
+
+def test_integer_arguments_the_cpu_refuses(each_eager_mode):
+    """A negative integer exponent of an integer tensor, and round's decimals of one."""
+    for device in ("cpu", "tpu"):
+        x = torch.tensor([2, 3], device=device)
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+            torch.pow(x, -1)
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+            x.clone().pow_(-2)
+        with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+            torch.round(x, decimals=1)
+        assert torch.pow(x, 2).tolist() == [4, 9] and torch.round(x).tolist() == [2, 3]
+        assert torch.pow(x, torch.tensor([-1, 2], device=device)).tolist() == [0, 9]

@@ -517,3 +517,14 @@ def test_scatter_with_reduce_into_out_runs_on_the_device(reduce, each_eager_mode
     for got, expected in zip(run("tpu"), run("cpu")):
         assert got.device.type == "tpu"
         torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_bincount_of_every_integer_type(dtype, each_eager_mode):
+    """bincount counts through index_add, which takes int32 and int64 indices only (a uint8
+    input had raised index_add_'s error)."""
+    x = torch.tensor([1, 2, 2, 5, 0, 2], dtype=dtype)
+    w = torch.linspace(0.5, 3.0, 6)
+    assert torch.equal(torch.bincount(x.to("tpu")).cpu(), torch.bincount(x))
+    torch.testing.assert_close(torch.bincount(x.to("tpu"), w.to("tpu"), minlength=8).cpu(),
+                               torch.bincount(x, w, minlength=8))

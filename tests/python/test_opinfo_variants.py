@@ -7,7 +7,8 @@ result (a broadcast, a type change) must raise where the CPU raises. And each op
 (OpInfo's error_inputs: invalid arguments, out= tensors that overlap an input or themselves)
 must raise the error OpInfo names, where the CPU raises it. And each op's in-place and out= forms
 called with arguments that share memory must raise where the CPU refuses the overlap, and give the
-value on separate arguments where it accepts it.
+value on separate arguments where it accepts it. And each op's first sample in the dtypes
+test_opinfo.py does not run (uint8, int8, int16, bfloat16, float16).
 
     TORCHTPU_OPINFO_SHARD="i/n"     only every n-th op, from the i-th (default "0/1")
 """
@@ -250,3 +251,91 @@ def test_aliased_arguments(op):
     if not tried:
         pytest.skip("no sample with an argument of the input's shape, or out= of it")
     assert not failures, f"{len(failures)} of {tried} calls differ; first: {failures[0]}"
+
+
+OTHER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.bfloat16, torch.float16]
+HALF_TOL = {torch.bfloat16: (1.6e-2, 1e-2), torch.float16: (1e-3, 1e-3)}  # torch.testing's
+# An integer image interpolated: the CPU rounds each pass with fixed-point weights, tpu with
+# float32 ones, so a value may differ by one a pass (bicubic's larger weights: two).
+INTEGER_TOL = {"nn.functional.interpolate.bilinear": 1, "nn.functional.interpolate.bicubic": 2,
+               "nn.functional.upsample_bilinear": 1, "_upsample_bilinear2d_aa": 1,
+               "nn.functional.interpolate.trilinear": 1, "nn.functional.interpolate.linear": 1}
+OTHER_DTYPE_DIFFERENCES = {
+    "argsort": "ties: tpu sorts stably, the CPU's default (stable=False) sort does not",
+    "sort": "as argsort",
+    "complex": "complex32 (parts of float16) is not a tpu dtype: tpu raises TypeError",
+    "native_batch_norm": "the saved statistics are float32 for float16/bfloat16 input, as on "
+                         "CUDA and as the meta function says for tpu; the CPU keeps the input's",
+    "_native_batch_norm_legit": "as native_batch_norm", "_batch_norm_with_update": "as "
+    "native_batch_norm", "native_layer_norm": "as native_batch_norm",
+    "view_as_complex": "as complex",
+    "polygamma": "at the poles (0 and the negative integers, which int8 and int16 samples "
+                 "hold) the CPU's trigamma (n = 1) gives finite values from sin(pi x)'s "
+                 "rounding; tpu +inf",
+    "special.polygamma": "as polygamma",
+    "native_group_norm": "bfloat16: tpu runs PyTorch's composite (a batch norm, then weight and "
+                         "bias in bfloat16, two roundings); the CPU's kernel rounds once",
+    "nn.functional.group_norm": "as native_group_norm",
+}
+
+
+def _errors_against_float64(op, sample, got, expected):
+    """The largest distance of tpu's and of the CPU's (first) output from the op in float64 (NaN
+    where float64 has none counts as infinitely far)."""
+    def wide(v):
+        return v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+    reference = op(wide(sample.input), *tree_map(wide, sample.args),
+                   **tree_map(wide, sample.kwargs))
+
+    def first(r):
+        return r[0] if isinstance(r, (tuple, list)) else r
+
+    def error(r):
+        e = (first(r).detach().cpu().double() - first(reference).double()).abs()
+        return e.nan_to_num(float("inf"), float("inf"), float("inf")).max().item()
+    return error(got), error(expected)
+
+
+@pytest.mark.parametrize("op", list(_ops()))
+def test_other_dtypes(op):
+    """The first sample in each dtype test_opinfo.py does not run (uint8, int8, int16, bfloat16,
+    float16) against the CPU; in float16 and bfloat16, where the values differ beyond torch's
+    tolerances, tpu's must be as close to the op in float64 as the CPU's (tpu computes these in
+    float32: grid_sample, conv_transpose, addbmm)."""
+    reason = OTHER_DTYPE_DIFFERENCES.get(opinfo._key(op), OTHER_DTYPE_DIFFERENCES.get(op.name))
+    if reason:
+        pytest.skip(reason)
+    failures, tried = [], 0
+    known = opinfo._known(opinfo.TOLERANCES, op, "")
+    for dtype in OTHER_DTYPES:
+        if dtype not in op.supported_dtypes("cpu"):
+            continue
+        sample = next(iter(op.sample_inputs("cpu", dtype, requires_grad=False)), None)
+        if sample is None or opinfo._is_random(op, sample):
+            continue
+        tried += 1
+        # torch.testing's tolerances for the output's dtype where none is given (float outputs of
+        # integer inputs).
+        rtol, atol = HALF_TOL.get(dtype, (0, INTEGER_TOL.get(opinfo._key(op), 0)))
+        if known:
+            rtol, atol = max(rtol, known[0]), max(atol, known[1])
+        given = {opinfo._key(op): (rtol, atol, dtype)} if rtol or atol else {}
+        with mock.patch.dict(opinfo.TOLERANCES, given):
+            try:
+                opinfo._check_sample(op, sample, False, opinfo._key(op))
+                continue
+            except AssertionError as e:
+                error = e
+        if dtype in HALF_TOL and "not close" in str(error):
+            dev = (opinfo._to_tpu(sample.input), tree_map(opinfo._to_tpu, sample.args),
+                   opinfo._tpu_kwargs(sample.kwargs))
+            got, expected = op(*dev[:1], *dev[1], **dev[2]), op(
+                sample.input.clone(), *sample.args, **sample.kwargs)
+            ours, cpus = _errors_against_float64(op, sample, got, expected)
+            if ours <= cpus + atol:
+                continue
+            error = f"{error} (from float64: tpu {ours:.3g}, the CPU {cpus:.3g})"
+        failures.append(f"{str(dtype)[6:]} {opinfo._describe(sample)}: {error}")
+    if not tried:
+        pytest.skip("no sample in these dtypes")
+    assert not failures, f"{len(failures)} of {tried} dtypes differ; first: {failures[0]}"

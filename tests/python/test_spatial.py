@@ -200,6 +200,25 @@ def test_float64_weights_and_integer_nearest():
     _check(lambda t: F.interpolate(t, scale_factor=2.5, mode="nearest"), u, grad=False)
 
 
+@pytest.mark.parametrize("mode,antialias", [("bilinear", False), ("bicubic", False),
+                                            ("bilinear", True), ("bicubic", True)])
+def test_uint8_images_interpolate_rounded_and_saturated(mode, antialias, each_eager_mode):
+    """A uint8 image is interpolated in float32 and each pass rounded half up and saturated to
+    0..255, as the CPU's separable kernel stores it (its fixed-point weights may round a value
+    one the other way). Its weights had been computed in uint8: every value was 0."""
+    torch.manual_seed(0)
+    u = torch.randint(0, 256, (2, 3, 17, 23), dtype=torch.uint8)
+    u[0, 0, :4] = 255  # bicubic overshoots above a saturated edge, and below 0 beside it
+    u[0, 0, 4:8] = 0
+    for size in [(9, 31), (40, 12)]:
+        expected = F.interpolate(u, size=size, mode=mode, antialias=antialias)
+        got = F.interpolate(u.to("tpu"), size=size, mode=mode, antialias=antialias).cpu()
+        assert got.dtype == torch.uint8
+        difference = (got.int() - expected.int()).abs()
+        assert difference.max() <= (2 if mode == "bicubic" else 1)
+        assert (difference > 0).float().mean() < 0.05
+
+
 def _bags_of_embeddings(i, w, o, mode, padding_idx, psw=None):
     """embedding_bag(scale_grad_by_freq=True) built from F.embedding, whose gradient divides each
     row by its index's frequency, as CUDA's embedding_bag does. (The CPU's embedding_bag in
