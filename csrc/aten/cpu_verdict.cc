@@ -81,8 +81,14 @@ bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10:
       }
     }
   }
-  // Elementwise ops promote mixed operands; products, convolutions and the like refuse them.
-  return mixed_floating && !elementwise;
+  // Elementwise ops promote mixed operands; products, convolutions and the like refuse them. A
+  // norm's backward takes the statistics its forward saved, float32 for a half-type input (as on
+  // CUDA), where the CPU's forward saves them in the input's type and its backward refuses others.
+  const std::string& name = schema.name();
+  const std::string suffix = "norm_backward";
+  bool saved_statistics = name.size() > suffix.size() &&
+                          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return mixed_floating && !elementwise && !saved_statistics;
 }
 
 void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {

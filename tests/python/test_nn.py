@@ -259,3 +259,34 @@ def test_backward_ops_make_only_the_gradients_their_mask_asks_for(case):
             assert (t is None) == (e is None), mask
             if e is not None:
                 torch.testing.assert_close(t.cpu(), e, rtol=1e-4, atol=1e-4)
+
+
+HALF_NORMS = {
+    "layer_norm": ((4, 6), lambda x, w, b: F.layer_norm(x, (6,), w, b)),
+    "group_norm": ((3, 6, 5), lambda x, w, b: F.group_norm(x, 2, w, b)),
+    "instance_norm": ((3, 6, 5), lambda x, w, b: F.instance_norm(x, weight=w, bias=b)),
+    "batch_norm": ((3, 6, 5), lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
+    "rms_norm": ((4, 6), lambda x, w, b: F.rms_norm(x, (6,), w)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", list(HALF_NORMS))
+def test_norms_train_in_half_types(name, dtype, each_eager_mode):
+    """A norm of a bfloat16 or float16 model (model.to(dtype)) and its backward, which takes the
+    float32 statistics the forward saved (as on CUDA; the CPU saves the input's type, and its
+    verdict had refused them): as close to float64 as the CPU's."""
+    shape, fn = HALF_NORMS[name]
+    torch.manual_seed(0)
+    x, w, b, grad = torch.randn(*shape), torch.randn(6), torch.randn(6), torch.randn(*shape)
+
+    def run(device, dt):
+        leaves = [t.to(device, dt).requires_grad_() for t in (x, w, b)]
+        out = fn(*leaves)
+        out.backward(grad.to(device, dt))
+        return [t.detach().cpu().double() for t in [out] + [t.grad for t in leaves]
+                if t is not None]
+
+    reference, cpu, tpu = run("cpu", torch.float64), run("cpu", dtype), run("tpu", dtype)
+    for r, c, t in zip(reference, cpu, tpu, strict=True):
+        assert (t - r).abs().max() <= 2 * (c - r).abs().max() + 1e-3
