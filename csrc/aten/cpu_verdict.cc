@@ -104,10 +104,9 @@ void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& 
   for (size_t i = 0; i < args.size(); ++i) {
     c10::SmallVector<int64_t, 8> found;
     if (written(schema, i)) written_overlaps(args, i, found);
-    const at::Tensor& t = found.empty() ? at::Tensor() : args[i].toTensor();
-    if (t.defined() && t.is_privateuseone()) {
-      shared.push_back({t.storage().unsafeGetStorageImpl(), t, {}});
-    }
+    if (found.empty() || !args[i].toTensor().is_privateuseone()) continue;
+    const at::Tensor& t = args[i].toTensor();
+    shared.push_back({t.storage().unsafeGetStorageImpl(), t, {}});
   }
   auto shared_by = [&shared](const at::Tensor& t) -> Shared* {
     for (Shared& s : shared) {
