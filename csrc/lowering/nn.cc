@@ -280,6 +280,39 @@ Values batch_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) 
           convert(b, dbias, a.has("type2") ? out_type(a, 2) : t)};
 }
 
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd): the
+// statistics, the normalization and the affine in float32 for half types, rounded once (PyTorch's
+// composite for other devices, a batch norm and then the affine in the input's type, rounds twice).
+Values group_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  int64_t n = a.i("N"), channels = a.i("C"), hw = a.i("HxW"), groups = a.i("group");
+  int64_t per = channels / groups;
+  Dims grouped{n, groups, per, hw}, stats{n, groups};
+  Value x = reshape(b, convert(b, v[0], c), grouped);
+  size_t next = 1;
+  bool has_weight = !a.has("weight_absent"), has_bias = !a.has("bias_absent");
+  Value weight = has_weight ? v[next++] : Value{};
+  Value bias = has_bias ? v[next++] : Value{};
+  // Each group's mean and 1/sqrt(variance + eps); an empty group's mean is 0 (its rstd NaN), as
+  // on the CPU.
+  auto group_sum = [&](const Value& y) {
+    return reduce(b, y, {2, 3}, constant(b, c, 0), "stablehlo.add");
+  };
+  Value count = full(b, c, stats, static_cast<double>(per * hw));
+  Value mean = per * hw == 0 ? full(b, c, stats, 0) : divide(b, group_sum(x), count);
+  Value dev = sub(b, x, broadcast_in_dim(b, mean, grouped, {0, 1}));
+  Value var = divide(b, group_sum(mul(b, dev, dev)), count);
+  Value rstd = unary(b, "stablehlo.rsqrt", add(b, var, splat(b, v[next], c, stats)));
+  Value y = mul(b, dev, broadcast_in_dim(b, rstd, grouped, {0, 1}));
+  auto per_channel = [&](const Value& p) {
+    return broadcast_in_dim(b, reshape(b, convert(b, p, c), {groups, per}), grouped, {1, 2});
+  };
+  if (has_weight) y = mul(b, y, per_channel(weight));
+  if (has_bias) y = add(b, y, per_channel(bias));
+  return {convert(b, reshape(b, y, v[0].shape.dims), t), convert(b, mean, out_type(a, 1)),
+          convert(b, rstd, out_type(a, 2))};
+}
+
 // native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
 //   -> (grad_input, grad_weight, grad_bias)
 Values group_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
@@ -447,6 +480,7 @@ Values attention_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
 }
 
 void register_nn_rules(Registry& r) {
+  r.add("group_norm", group_norm, {"native_group_norm", "native_group_norm.out"});
   r.add("group_norm_backward", group_norm_backward,
         {"native_group_norm_backward", "native_group_norm_backward.out"});
   r.add("batch_norm", batch_norm);

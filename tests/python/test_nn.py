@@ -290,3 +290,18 @@ def test_norms_train_in_half_types(name, dtype, each_eager_mode):
     reference, cpu, tpu = run("cpu", torch.float64), run("cpu", dtype), run("tpu", dtype)
     for r, c, t in zip(reference, cpu, tpu, strict=True):
         assert (t - r).abs().max() <= 2 * (c - r).abs().max() + 1e-3
+
+
+@pytest.mark.parametrize("shape", [(0, 6, 5), (3, 6, 0), (3, 6), (2, 6, 3, 4)])
+def test_native_group_norm_matches_the_cpu_on_empty_inputs_and_groups(shape, each_eager_mode):
+    """Its own lowering (statistics and affine in float32, rounded once): an empty group's mean
+    is 0 and its rstd NaN, as on the CPU."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(*shape), torch.randn(6), torch.randn(6)
+    hw = x[0, 0].numel() if shape[0] else 0
+
+    def run(device):
+        return [t.cpu() for t in torch.ops.aten.native_group_norm(
+            x.to(device), w.to(device), b.to(device), shape[0], 6, hw, 2, 1e-5)]
+    for got, expected in zip(run("tpu"), run("cpu"), strict=True):
+        torch.testing.assert_close(got, expected, equal_nan=True)

@@ -273,9 +273,6 @@ OTHER_DTYPE_DIFFERENCES = {
                  "hold) the CPU's trigamma (n = 1) gives finite values from sin(pi x)'s "
                  "rounding; tpu +inf",
     "special.polygamma": "as polygamma",
-    "native_group_norm": "bfloat16: tpu runs PyTorch's composite (a batch norm, then weight and "
-                         "bias in bfloat16, two roundings); the CPU's kernel rounds once",
-    "nn.functional.group_norm": "as native_group_norm",
 }
 
 
