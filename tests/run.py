@@ -42,7 +42,7 @@ RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",
                   "test_pinned_memory.py", "test_processes.py"]
 OPINFO_SHARDS = 3
 # Files that run longest go first, so no long job starts last (seconds on a 2-core machine).
-LONG_FILES = ["test_models.py", "test_opinfo_compiled.py", "test_compile_cache_faults.py",
+LONG_FILES = ["test_models.py", "test_opinfo_variants.py", "test_opinfo_compiled.py", "test_compile_cache_faults.py",
               "test_compile_cache.py", "test_compile_warm_start.py", "test_dtensor.py",
               "test_cpu_verdict.py",
               "test_train_gpt.py", "test_compile.py", "test_distributed.py", "test_parallel.py",
