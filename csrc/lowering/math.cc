@@ -502,6 +502,23 @@ Values frexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
           convert(b, select(b, special, k(0), e), out_type(a, 1))};
 }
 
+// A bitwise op (and, or, xor, not) of integers and bools only, refused for floating and complex
+// operands with the CPU's message (StableHLO's ops would fail to compile).
+LoweringRule bitwise(const std::string& name, LoweringRule rule) {
+  return [name, rule](FunctionBuilder& b, const Values& v, const Attrs& a) {
+    static const std::pair<ElementType, const char*> kFloating[] = {
+        {ElementType::kF16, "Half"},          {ElementType::kBF16, "BFloat16"},
+        {ElementType::kF32, "Float"},         {ElementType::kF64, "Double"},
+        {ElementType::kC64, "ComplexFloat"}, {ElementType::kC128, "ComplexDouble"}};
+    for (const auto& [type, torch_name] : kFloating) {
+      if (compute_type(a) == type) {
+        throw Refused("\"" + name + "_tpu\" not implemented for '" + torch_name + "'");
+      }
+    }
+    return rule(b, v, a);
+  };
+}
+
 }  // namespace
 
 void register_math_rules(Registry& r) {
@@ -518,9 +535,9 @@ void register_math_rules(Registry& r) {
       {"atanh", "chlo.atanh"},          {"erf", "chlo.erf"},
       {"erfinv", "chlo.erf_inv"},       {"lgamma", "chlo.lgamma"},
       {"neg", "stablehlo.negate"},
-      {"bitwise_not", "stablehlo.not"},
   };
   for (const auto& [name, op] : functions) r.add(name, unary_op(op), all(name));
+  r.add("bitwise_not", bitwise("bitwise_not", unary_op("stablehlo.not")), all("bitwise_not"));
   // abs of a complex number is its modulus, a real: computed on the complex value itself.
   const LoweringRule real_abs = unary_op("stablehlo.abs");
   r.add("abs",
@@ -587,9 +604,10 @@ void register_math_rules(Registry& r) {
   r.predicate("logical_and", logical("stablehlo.and"), all("logical_and"));
   r.predicate("logical_or", logical("stablehlo.or"), all("logical_or"));
   r.predicate("logical_xor", logical("stablehlo.xor"), all("logical_xor"));
-  r.elementwise("bitwise_and", binary_op("stablehlo.and"), all("bitwise_and"));
-  r.elementwise("bitwise_or", binary_op("stablehlo.or"), all("bitwise_or"));
-  r.elementwise("bitwise_xor", binary_op("stablehlo.xor"), all("bitwise_xor"));
+  for (const char* name : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {
+    std::string op = std::string("stablehlo.") + (name + 8);  // and, or, xor
+    r.elementwise(name, bitwise(name, binary_op(op)), all(name));
+  }
   r.elementwise("maximum", binary_fn(maximum), all("maximum"));
   r.elementwise("shift_left", shift(true), {"__lshift__.Scalar", "__lshift__.Tensor",
                                             "__ilshift__.Scalar", "__ilshift__.Tensor",

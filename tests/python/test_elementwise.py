@@ -342,3 +342,16 @@ def test_integer_arguments_the_cpu_refuses(each_eager_mode):
             torch.round(x, decimals=1)
         assert torch.pow(x, 2).tolist() == [4, 9] and torch.round(x).tolist() == [2, 3]
         assert torch.pow(x, torch.tensor([-1, 2], device=device)).tolist() == [0, 9]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_bitwise_ops_of_floating_operands_raise_the_cpus_error(dtype, each_eager_mode):
+    """The CPU's NotImplementedError (StableHLO's and, or, xor and not had failed to compile)."""
+    x = torch.tensor([1.0, 2.0], dtype=dtype, device="tpu")
+    i = torch.tensor([1, 3], device="tpu")
+    for call in (lambda: x | x, lambda: x & i, lambda: i ^ x, lambda: torch.bitwise_not(x),
+                 lambda: x.bitwise_or_(x)):
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            call()
+            torch.tpu.synchronize()
+    assert (i & 2).tolist() == [0, 2] and (~i).tolist() == [-2, -4]
