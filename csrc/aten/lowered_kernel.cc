@@ -723,8 +723,10 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // The real outputs: the mutated arguments (resized as the meta function resized its own), or
   // new tensors with the meta function's geometry.
-  bool seeded = op.hasTag(at::Tag::nondeterministic_seeded);
-  bool overlaps_by_rule = binding.elementwise || seeded || engine::capturing();
+  // The ops whose overlaps needs_cpu_verdict leaves to TensorIterator's rule (a tag lookup only
+  // for those that are not elementwise).
+  bool overlaps_by_rule = binding.elementwise || engine::capturing() ||
+                          op.hasTag(at::Tag::nondeterministic_seeded);
   std::vector<at::Tensor> outputs;
   std::vector<c10::IValue> results;
   for (const ReturnSpec& ret : *meta) {
