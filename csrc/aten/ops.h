@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "hlo/fingerprint.h"
@@ -53,6 +54,9 @@ void adopt_pinned(const at::Tensor& src, const at::Tensor& dst);
 // torch._assert_async as a device-side check (ops_assert.cc).
 void assert_async(const at::Tensor& self);
 void assert_async_msg(const at::Tensor& self, c10::string_view assert_msg);
+// Device-side checks for `op` ("aten::multinomial"): each flag (a bool or integer tpu tensor)
+// must hold only zeros, else its message is raised as a RuntimeError at the next wait.
+void assert_zero(const char* op, const std::vector<std::pair<at::Tensor, std::string>>& flags);
 
 // A boxed kernel's arguments, taken off the stack (lowered_kernel.cc).
 std::vector<c10::IValue> take_arguments(const c10::OperatorHandle& op, torch::jit::Stack* stack);
@@ -89,6 +93,40 @@ at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator>
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen);
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
                                                   std::optional<bool> train);
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen);
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen);
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std,
+                        std::optional<at::Generator> gen);
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma,
+                    std::optional<at::Generator> gen);
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std,
+                               std::optional<at::Generator> gen);
+at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std,
+                                    std::optional<at::Generator> gen, at::Tensor& out);
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std,
+                               std::optional<at::Generator> gen);
+at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std,
+                                    std::optional<at::Generator> gen, at::Tensor& out);
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std,
+                                std::optional<at::Generator> gen);
+at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& std,
+                                     std::optional<at::Generator> gen, at::Tensor& out);
+at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen,
+                          at::Tensor& out);
+at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement,
+                       std::optional<at::Generator> gen);
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& out);
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out);
+at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                            const at::Scalar& upper, bool training,
+                            std::optional<at::Generator> gen);
+at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                              const at::Scalar& upper, bool training,
+                              std::optional<at::Generator> gen);
+at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise,
+                                 const at::Scalar& lower, const at::Scalar& upper, bool training,
+                                 std::optional<at::Generator> gen, at::Tensor& out);
 
 // Ops with value-dependent result shapes, which wait for the device once (ops_data_dependent.cc).
 at::Tensor nonzero(const at::Tensor& self);

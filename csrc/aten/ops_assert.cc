@@ -12,17 +12,20 @@
 
 namespace torchtpu::aten {
 
+void assert_zero(const char* op, const std::vector<std::pair<at::Tensor, std::string>>& flags) {
+  std::vector<IndexAssert> asserts = zero_asserts(op, flags);
+  if (asserts.empty()) return;  // TORCHTPU_INDEX_CHECKS=0
+  engine::Recording recording(asserts[0].index.device().index());
+  record_index_asserts(recording.program(), asserts);
+  recording.finish();
+}
+
 void assert_async_msg(const at::Tensor& self, c10::string_view assert_msg) {
   // The CPU's checks of the shape, with its messages (at::native::is_nonzero).
   TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
   TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
   std::string message = assert_msg.empty() ? "Assertion is failed" : std::string(assert_msg);
-  std::vector<IndexAssert> asserts =
-      zero_asserts("aten::_assert_async", {{at::eq(self, 0), message}});
-  if (asserts.empty()) return;  // TORCHTPU_INDEX_CHECKS=0
-  engine::Recording recording(self.device().index());
-  record_index_asserts(recording.program(), asserts);
-  recording.finish();
+  assert_zero("aten::_assert_async", {{at::eq(self, 0), message}});
 }
 
 void assert_async(const at::Tensor& self) {

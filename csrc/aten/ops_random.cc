@@ -2,8 +2,19 @@
 // one with the numbers, so draws are asynchronous, deferrable and reproducible from
 // torch.manual_seed.
 #include <ATen/core/DistributionsHelper.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/where.h>
 #include <c10/util/Exception.h>
+#include <c10/util/TypeIndex.h>
+#include <c10/util/complex.h>
 
 #include <functional>
 #include <limits>
@@ -51,6 +62,18 @@ void draw(const std::string& rule, const std::optional<at::Generator>& gen,
 
 int f64(engine::Program& p, double v) { return scalar_argument(p, v, at::kDouble); }
 
+// Fills `self` by `rule` with the distribution's parameters `params`.
+at::Tensor& fill_by(at::Tensor& self, const std::string& rule, std::vector<double> params,
+                    const std::optional<at::Generator>& gen) {
+  if (self.numel() == 0) return self;
+  draw(rule, gen, {self}, [&](engine::Program& p) {
+    std::vector<int> operands;
+    for (double x : params) operands.push_back(f64(p, x));
+    return operands;
+  });
+  return self;
+}
+
 // Floating and, as on the CPU, complex tensors (both parts drawn); the CPU's error otherwise.
 void check_floating(const at::Tensor& self, const char* kernel) {
   TORCH_CHECK_NOT_IMPLEMENTED(
@@ -64,30 +87,18 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   check_floating(self, "check_uniform_bounds");
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
-  if (self.numel() == 0) return self;
-  draw("rng_uniform", gen, {self}, [&](engine::Program& p) {
-    return std::vector<int>{f64(p, from), f64(p, to)};
-  });
-  return self;
+  return fill_by(self, "rng_uniform", {from, to}, gen);
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   check_floating(self, "normal_kernel_tpu");
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  if (self.numel() == 0) return self;
-  draw("rng_normal", gen, {self}, [&](engine::Program& p) {
-    return std::vector<int>{f64(p, mean), f64(p, std)};
-  });
-  return self;
+  return fill_by(self, "rng_normal", {mean, std}, gen);
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
-  if (self.numel() == 0) return self;
-  draw("rng_bernoulli", gen, {self}, [&](engine::Program& prog) {
-    return std::vector<int>{f64(prog, p)};
-  });
-  return self;
+  return fill_by(self, "rng_bernoulli", {p}, gen);
 }
 
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
@@ -166,6 +177,239 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     return std::vector<int>{prog.read(view_of(input)), f64(prog, p)};
   });
   return {out, mask};
+}
+
+namespace {
+
+// The C++ name of a non-floating scalar type ("long int"), as the CPU's Cauchy check spells it.
+std::string cpp_type_name(at::ScalarType type) {
+  using c10::util::get_fully_qualified_type_name;
+  switch (type) {
+    case at::kBool: return std::string(get_fully_qualified_type_name<bool>());
+    case at::kByte: return std::string(get_fully_qualified_type_name<uint8_t>());
+    case at::kChar: return std::string(get_fully_qualified_type_name<int8_t>());
+    case at::kShort: return std::string(get_fully_qualified_type_name<int16_t>());
+    case at::kInt: return std::string(get_fully_qualified_type_name<int32_t>());
+    case at::kLong: return std::string(get_fully_qualified_type_name<int64_t>());
+    case at::kComplexFloat:
+      return std::string(get_fully_qualified_type_name<c10::complex<float>>());
+    case at::kComplexDouble:
+      return std::string(get_fully_qualified_type_name<c10::complex<double>>());
+    default: return c10::toString(type);
+  }
+}
+
+// The CPU's check of a continuous law's dtype, with its message.
+void check_continuous(const at::Tensor& self, const char* law, const std::string& type_name) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), law,
+              " distribution is a continuous probability distribution. dtype must be a floating "
+              "point but you specified ", type_name);
+}
+
+}  // namespace
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  check_continuous(self, "Exponential", c10::toString(self.scalar_type()));
+  return fill_by(self, "rng_exponential", {lambd}, gen);
+}
+
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      self.scalar_type() != at::kBool && !at::isComplexType(self.scalar_type()),
+      "\"geometric_tpu\" not implemented for '", c10::toString(self.scalar_type()), "'");
+  return fill_by(self, "rng_geometric", {p}, gen);
+}
+
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std,
+                        std::optional<at::Generator> gen) {
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"log_normal_tpu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+  return fill_by(self, "rng_log_normal", {mean, std}, gen);
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma,
+                    std::optional<at::Generator> gen) {
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  check_continuous(self, "Cauchy", cpp_type_name(self.scalar_type()));
+  return fill_by(self, "rng_cauchy", {median, sigma}, gen);
+}
+
+namespace {
+
+// normal() with a tensor mean or std: standard normal values times std plus mean, as the CPU
+// computes them. A negative or NaN std raises the CPU's error at the next wait (a device-side
+// check).
+void check_std(const at::Tensor& std) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  if (std.numel() == 0) return;
+  assert_zero("aten::normal",
+              {{std.ge(0).logical_not(), "normal expects all elements of std >= 0.0"}});
+}
+
+void check_std(double std) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+}
+
+}  // namespace
+
+at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std,
+                                    std::optional<at::Generator> gen, at::Tensor& out) {
+  check_std(std);
+  at::native::resize_output(out, mean.sizes());
+  return normal_(out, 0, std, gen).add_(mean);
+}
+
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std,
+                               std::optional<at::Generator> gen) {
+  check_std(std);
+  at::Tensor out = at::empty(mean.sizes(), mean.options());
+  return normal_tensor_float_out(mean, std, gen, out);
+}
+
+at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std,
+                                    std::optional<at::Generator> gen, at::Tensor& out) {
+  check_std(std);
+  at::native::resize_output(out, std.sizes());
+  return normal_(out, 0, 1, gen).mul_(std).add_(mean);
+}
+
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std,
+                               std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty(std.sizes(), std.options());
+  return normal_float_tensor_out(mean, std, gen, out);
+}
+
+at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& std,
+                                     std::optional<at::Generator> gen, at::Tensor& out) {
+  check_std(std);
+  at::native::resize_output(out, at::infer_size(mean.sizes(), std.sizes()));
+  return normal_(out, 0, 1, gen).mul_(std).add_(mean);
+}
+
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std,
+                                std::optional<at::Generator> gen) {
+  check_std(std);
+  at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options());
+  return normal_tensor_tensor_out(mean, std, gen, out);
+}
+
+at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen,
+                          at::Tensor& out) {
+  out.resize_(self.sizes());  // as the CPU: a resize, never a warning
+  return bernoulli_tensor(out, self, gen);
+}
+
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(), "multinomial arguments must have the same device");
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(out.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ",
+              out.scalar_type());
+  TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
+  int64_t categories = self.size(-1);
+  TORCH_CHECK(replacement || n_sample <= categories,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(categories <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  if (self.dim() == 1) {
+    out.resize_({n_sample});
+  } else {
+    out.resize_({self.size(0), n_sample});
+  }
+  if (out.numel() == 0) return out;
+  at::Tensor p = (self.dim() == 1 ? self.unsqueeze(0) : self)
+                     .to(self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  at::Tensor total = p.sum(-1, true);
+  at::Tensor drawn;
+  if (!replacement || n_sample == 1) {
+    assert_zero("aten::multinomial",
+                {{p.ge(0).logical_and(p.isfinite()).logical_not(),
+                  "probability tensor contains either `inf`, `nan` or element < 0"},
+                 {total.eq(0), "invalid multinomial distribution (sum of probabilities <= 0)"}});
+    // The n largest p / q for q ~ Exp(1) (the Gumbel-max trick, exponentiated) are a draw
+    // without replacement.
+    at::Tensor q = at::empty(p.sizes(), p.options());
+    at::Tensor score = p.div(exponential_(q, 1, gen));
+    drawn = n_sample == 1 ? score.argmax(-1, true) : std::get<1>(score.topk(n_sample));
+  } else {
+    assert_zero(
+        "aten::multinomial",
+        {{p.ge(0).logical_not(), "invalid multinomial distribution (encountering probability "
+                                 "entry < 0)"},
+         {p.isinf(), "invalid multinomial distribution (encountering probability entry = "
+                     "infinity or NaN)"},
+         {total.le(0), "invalid multinomial distribution (sum of probabilities <= 0)"}});
+    // The inverse of the running sums at u * total: a category of probability 0 covers nothing.
+    at::Tensor sums = p.cumsum(-1);
+    at::Tensor u = at::empty({p.size(0), n_sample}, p.options());
+    drawn = at::searchsorted(sums, uniform_(u, 0, 1, gen).mul_(total), false, true);
+    // u * total rounded up to the total: the last category of probability above 0.
+    at::Tensor last = p.gt(0).flip(-1).to(at::kInt).argmax(-1, true).neg().add(categories - 1);
+    drawn = at::minimum(drawn, last);
+  }
+  return out.copy_(self.dim() == 1 ? drawn.squeeze(0) : drawn);
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement,
+                       std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return multinomial_out(self, n_sample, replacement, gen, out);
+}
+
+// A stable sort of random 63-bit keys.
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  at::ScalarType type = out.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(type != at::kBool && !at::isComplexType(type),
+                              "\"randperm\" not implemented for '", c10::toString(type), "'");
+  // The CPU's checks that the largest value fits the dtype, exactly in a floating one.
+  at::scalar_tensor(n > 0 ? n - 1 : n, out.options().device(at::kCPU));
+  TORCH_CHECK(type != at::kHalf || n <= (int64_t{1} << 11) + 1,
+              "n cannot be greater than 2049 for Half type.");
+  TORCH_CHECK(type != at::kFloat || n <= (int64_t{1} << 24) + 1,
+              "n cannot be greater than 2^24+1 for Float type.");
+  TORCH_CHECK(type != at::kDouble || n <= (int64_t{1} << 53) + 1,
+              "n cannot be greater than 2^53+1 for Double type.");
+  out.resize_({n});
+  if (n == 0) return out;
+  at::Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
+  return out.copy_(std::get<1>(random_(keys, gen).sort(true, 0, false)));
+}
+
+// In training, each value <= 0 times a draw from U(lower, upper), the draws kept in `noise`
+// (1 for the others); otherwise leaky_relu with the middle slope.
+at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise,
+                                 const at::Scalar& lower, const at::Scalar& upper, bool training,
+                                 std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"rrelu_with_noise_out_tpu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+  double low = lower.toDouble(), high = upper.toDouble();
+  TORCH_CHECK(low <= high, "Lower bound should be less than or equal to the upper bound");
+  if (!training) return at::leaky_relu_out(out, self, (low + high) / 2);
+  at::Tensor slopes = at::empty(self.sizes(), self.options());
+  uniform_(slopes, low, high, gen);
+  noise.copy_(at::where(self.le(0), slopes, at::ones_like(slopes)));
+  return at::mul_out(out, self, noise);
+}
+
+at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                            const at::Scalar& upper, bool training,
+                            std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  return rrelu_with_noise_out(self, noise, lower, upper, training, gen, out);
+}
+
+at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                              const at::Scalar& upper, bool training,
+                              std::optional<at::Generator> gen) {
+  return rrelu_with_noise_out(self, noise, lower, upper, training, gen, self);
 }
 
 }  // namespace torchtpu::aten

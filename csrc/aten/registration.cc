@@ -55,6 +55,23 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", TORCH_FN(random_to));
   m.impl("random_", TORCH_FN(random_));
   m.impl("native_dropout", TORCH_FN(native_dropout));
+  m.impl("exponential_", TORCH_FN(exponential_));
+  m.impl("geometric_", TORCH_FN(geometric_));
+  m.impl("log_normal_", TORCH_FN(log_normal_));
+  m.impl("cauchy_", TORCH_FN(cauchy_));
+  m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
+  m.impl("normal.Tensor_float_out", TORCH_FN(normal_tensor_float_out));
+  m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
+  m.impl("normal.float_Tensor_out", TORCH_FN(normal_float_tensor_out));
+  m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
+  m.impl("normal.Tensor_Tensor_out", TORCH_FN(normal_tensor_tensor_out));
+  m.impl("bernoulli.out", TORCH_FN(bernoulli_out));
+  m.impl("multinomial", TORCH_FN(multinomial));
+  m.impl("multinomial.out", TORCH_FN(multinomial_out));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
+  m.impl("rrelu_with_noise", TORCH_FN(rrelu_with_noise));
+  m.impl("rrelu_with_noise_", TORCH_FN(rrelu_with_noise_));
+  m.impl("rrelu_with_noise.out", TORCH_FN(rrelu_with_noise_out));
 
   // Convolutions: PyTorch routes a backend's convolutions through these two hooks.
   m.impl("convolution_overrideable",

@@ -81,25 +81,87 @@ Values uniform(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {pairs_to(b, below(b, x, from, to, part), t, dims), u.state};
 }
 
-// normal_(state, mean, std), by Box-Muller. A complex tensor, as in PyTorch, gets parts of
-// mean `mean` and variance std^2 / 2 each.
+// Uniform in (0, 1): [0, 1) moved up by half its step, so that its logarithm is finite.
+Bits uniform_open(FunctionBuilder& b, const Value& state, ElementType type, const Dims& dims) {
+  Bits u = uniform01(b, state, type, dims);
+  double half_step = type == ElementType::kF64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+  return {u.state, binary(b, "stablehlo.add", u.bits, full(b, type, dims, half_step))};
+}
+
+// Standard normal values, by Box-Muller.
+Bits standard_normal(FunctionBuilder& b, const Value& state, ElementType type, const Dims& dims) {
+  Bits u1 = uniform01(b, state, type, dims);
+  Bits u2 = uniform01(b, u1.state, type, dims);
+  Value one = full(b, type, dims, 1.0);
+  Value radius = unary(b, "stablehlo.sqrt",
+                       binary(b, "stablehlo.multiply", full(b, type, dims, -2.0),
+                              unary(b, "stablehlo.log",
+                                    binary(b, "stablehlo.subtract", one, u1.bits))));
+  Value angle = binary(b, "stablehlo.multiply", full(b, type, dims, 2 * M_PI), u2.bits);
+  return {u2.state, binary(b, "stablehlo.multiply", radius, unary(b, "stablehlo.cosine", angle))};
+}
+
+// mean + std * z, for scalar operands `mean` and `std`.
+Value shift_scale(FunctionBuilder& b, const Value& z, const Value& mean, const Value& std) {
+  ElementType c = z.shape.type;
+  return binary(b, "stablehlo.add", splat(b, mean, c, z.shape.dims),
+                binary(b, "stablehlo.multiply", splat(b, std, c, z.shape.dims), z));
+}
+
+// normal_(state, mean, std). A complex tensor, as in PyTorch, gets parts of mean `mean` and
+// variance std^2 / 2 each.
 Values normal(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), part = real_part(t), c = float_for(part);
   Dims dims = out_shape(a), drawn = draw_dims(dims, t);
-  Bits u1 = uniform01(b, v[0], c, drawn);
-  Bits u2 = uniform01(b, u1.state, c, drawn);
-  Value one = full(b, c, drawn, 1.0);
-  Value radius = unary(b, "stablehlo.sqrt",
-                       binary(b, "stablehlo.multiply", full(b, c, drawn, -2.0),
-                              unary(b, "stablehlo.log",
-                                    binary(b, "stablehlo.subtract", one, u1.bits))));
-  Value angle = binary(b, "stablehlo.multiply", full(b, c, drawn, 2 * M_PI), u2.bits);
-  Value z = binary(b, "stablehlo.multiply", radius, unary(b, "stablehlo.cosine", angle));
-  Value std = splat(b, v[2], c, drawn);
-  if (hlo::is_complex(t)) std = binary(b, "stablehlo.multiply", std, full(b, c, drawn, M_SQRT1_2));
-  Value x = binary(b, "stablehlo.add", splat(b, v[1], c, drawn),
-                   binary(b, "stablehlo.multiply", std, z));
-  return {pairs_to(b, convert(b, x, part), t, dims), u2.state};
+  Bits z = standard_normal(b, v[0], c, drawn);
+  Value std = v[2];
+  if (hlo::is_complex(t)) std = binary(b, "stablehlo.multiply", convert(b, std, c),
+                                       constant(b, c, M_SQRT1_2));
+  return {pairs_to(b, convert(b, shift_scale(b, z.bits, v[1], std), part), t, dims), z.state};
+}
+
+// log_normal_(state, mean, std): exp of normal values.
+Values log_normal(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Bits z = standard_normal(b, v[0], c, out_shape(a));
+  return {convert(b, unary(b, "stablehlo.exponential", shift_scale(b, z.bits, v[1], v[2])), t),
+          z.state};
+}
+
+// exponential_(state, lambda): -log(u) / lambda, never 0 (u < 1).
+Values exponential(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Dims dims = out_shape(a);
+  Bits u = uniform_open(b, v[0], c, dims);
+  Value x = binary(b, "stablehlo.divide", unary(b, "stablehlo.negate",
+                                                unary(b, "stablehlo.log", u.bits)),
+                   splat(b, v[1], c, dims));
+  return {convert(b, x, t), u.state};
+}
+
+// geometric_(state, p): trials up to the first success, ceil(log(u) / log(1 - p)), at least 1.
+Values geometric(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Dims dims = out_shape(a);
+  Bits u = uniform_open(b, v[0], c, dims);
+  Value failure = unary(b, "stablehlo.log_plus_one",
+                        unary(b, "stablehlo.negate", splat(b, v[1], c, dims)));
+  Value x = unary(b, "stablehlo.ceil", binary(b, "stablehlo.divide",
+                                              unary(b, "stablehlo.log", u.bits), failure));
+  x = binary(b, "stablehlo.maximum", x, full(b, c, dims, 1.0));
+  return {convert(b, x, t), u.state};
+}
+
+// cauchy_(state, median, sigma): median + sigma * tan(pi * (u - 1/2)).
+Values cauchy(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Dims dims = out_shape(a);
+  Bits u = uniform_open(b, v[0], c, dims);
+  Value angle = binary(b, "stablehlo.multiply", full(b, c, dims, M_PI),
+                       binary(b, "stablehlo.subtract", u.bits, full(b, c, dims, 0.5)));
+  Value tan = binary(b, "stablehlo.divide", unary(b, "stablehlo.sine", angle),
+                     unary(b, "stablehlo.cosine", angle));
+  return {convert(b, shift_scale(b, tan, v[1], v[2]), t), u.state};
 }
 
 // bernoulli_(state, p): p a scalar or a tensor of probabilities.
@@ -147,6 +209,10 @@ Values dropout(FunctionBuilder& b, const Values& v, const Attrs& a) {
 void register_random_rules(Registry& r) {
   r.add("rng_uniform", uniform);
   r.add("rng_normal", normal);
+  r.add("rng_log_normal", log_normal);
+  r.add("rng_exponential", exponential);
+  r.add("rng_geometric", geometric);
+  r.add("rng_cauchy", cauchy);
   r.add("rng_bernoulli", bernoulli);
   r.add("rng_integers", random_integers);
   r.add("rng_dropout", dropout);
