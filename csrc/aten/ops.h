@@ -124,6 +124,11 @@ at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at:
 at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
                               const at::Scalar& upper, bool training,
                               std::optional<at::Generator> gen);
+at::Tensor standard_gamma(const at::Tensor& self, std::optional<at::Generator> gen);
+at::Tensor sample_dirichlet(const at::Tensor& self, std::optional<at::Generator> gen);
+at::Tensor poisson(const at::Tensor& self, std::optional<at::Generator> gen);
+at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob,
+                    std::optional<at::Generator> gen);
 at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise,
                                  const at::Scalar& lower, const at::Scalar& upper, bool training,
                                  std::optional<at::Generator> gen, at::Tensor& out);

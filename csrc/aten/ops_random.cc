@@ -412,4 +412,63 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
   return rrelu_with_noise_out(self, noise, lower, upper, training, gen, self);
 }
 
+namespace {
+
+// Fills a new tensor like `param` by `rule` from the values of `param` (one per element).
+at::Tensor draw_from(const at::Tensor& param, const std::string& rule,
+                     const std::optional<at::Generator>& gen) {
+  at::Tensor out = at::empty(param.sizes(), param.options());
+  if (out.numel() == 0) return out;
+  draw(rule, gen, {out}, [&](engine::Program& p) {
+    return std::vector<int>{p.read(view_of(param))};
+  });
+  return out;
+}
+
+// Floating types, as on CUDA (the CPU's gamma and Dirichlet take float32 and float64 only).
+void check_floating_param(const at::Tensor& self, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", kernel,
+                              "\" not implemented for '", c10::toString(self.scalar_type()), "'");
+}
+
+}  // namespace
+
+at::Tensor standard_gamma(const at::Tensor& self, std::optional<at::Generator> gen) {
+  check_floating_param(self, "gamma_tpu");
+  return draw_from(self, "rng_gamma", gen);
+}
+
+at::Tensor sample_dirichlet(const at::Tensor& self, std::optional<at::Generator> gen) {
+  check_floating_param(self, "dirichlet");
+  if (self.dim() == 0) return draw_from(self.reshape({1}), "rng_dirichlet", gen).reshape({});
+  return draw_from(self, "rng_dirichlet", gen);
+}
+
+at::Tensor poisson(const at::Tensor& self, std::optional<at::Generator> gen) {
+  check_floating_param(self, "poisson_tpu");
+  if (self.numel() != 0) {
+    assert_zero("aten::poisson", {{self.ge(0).logical_not(),
+                                   "invalid Poisson rate, expected rate to be non-negative"}});
+  }
+  return draw_from(self, "rng_poisson", gen);
+}
+
+at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob,
+                    std::optional<at::Generator> gen) {
+  TORCH_CHECK_VALUE(at::isFloatingType(count.scalar_type()),
+                    "binomial only supports floating-point dtypes for count, got: ",
+                    count.scalar_type());
+  TORCH_CHECK(prob.scalar_type() == count.scalar_type(), "Found dtype ", prob.scalar_type(),
+              " but expected ", count.scalar_type());
+  common_device({&count, &prob});
+  std::vector<int64_t> shape = at::infer_size(count.sizes(), prob.sizes());
+  at::Tensor out = at::empty(shape, count.options());
+  if (out.numel() == 0) return out;
+  draw("rng_binomial", gen, {out}, [&](engine::Program& p) {
+    return std::vector<int>{p.read(view_of(count.expand(shape))),
+                            p.read(view_of(prob.expand(shape)))};
+  });
+  return out;
+}
+
 }  // namespace torchtpu::aten

@@ -69,6 +69,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multinomial", TORCH_FN(multinomial));
   m.impl("multinomial.out", TORCH_FN(multinomial_out));
   m.impl("randperm.generator_out", TORCH_FN(randperm_out));
+  m.impl("_standard_gamma", TORCH_FN(standard_gamma));
+  m.impl("_sample_dirichlet", TORCH_FN(sample_dirichlet));
+  m.impl("poisson", TORCH_FN(poisson));
+  m.impl("binomial", TORCH_FN(binomial));
   m.impl("rrelu_with_noise", TORCH_FN(rrelu_with_noise));
   m.impl("rrelu_with_noise_", TORCH_FN(rrelu_with_noise_));
   m.impl("rrelu_with_noise.out", TORCH_FN(rrelu_with_noise_out));

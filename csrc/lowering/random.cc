@@ -1,8 +1,10 @@
 // Random numbers from a generator state that lives on the device: every rule takes the state
 // (ui64[2], ThreeFry) as operand 0 and returns (values..., new state) with the state last.
 #include <cmath>
+#include <limits>
 
 #include "lowering/helpers.h"
+#include "lowering/num.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::lowering {
@@ -164,6 +166,229 @@ Values cauchy(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, shift_scale(b, tan, v[1], v[2]), t), u.state};
 }
 
+// Draws by rejection: `values` (each element's state, one shape) start as given, `done` marks the
+// elements with nothing to draw; each round, `step` proposes next values for every element from
+// the generator state (advancing it) and says which elements finish with them. Elements already
+// done keep theirs. Rounds run until every element is done (a bounded number, as a safeguard).
+using Step = std::function<std::pair<std::vector<Value>, Value>(
+    FunctionBuilder&, Value& state, const std::vector<Value>& values)>;
+constexpr int64_t kMostRounds = 100000;
+
+std::pair<std::vector<Value>, Value> draw_until_done(FunctionBuilder& b, const Value& state,
+                                                     const std::vector<Value>& values,
+                                                     const Value& done, const Step& step) {
+  std::vector<Value> init = {constant(b, ElementType::kS64, 0), state, done};
+  init.insert(init.end(), values.begin(), values.end());
+  Dims all;
+  for (size_t d = 0; d < done.shape.rank(); ++d) all.push_back(static_cast<int64_t>(d));
+  std::vector<Value> out = while_loop(
+      b, init,
+      [&](FunctionBuilder& c, const std::vector<Value>& s) {
+        Value pending = reduce(c, unary(c, "stablehlo.not", s[2]), all,
+                               constant(c, ElementType::kPred, 0), "stablehlo.or");
+        Value rounds_left = compare(c, s[0], constant(c, ElementType::kS64, kMostRounds), "LT");
+        return std::vector<Value>{b_and(c, pending, rounds_left)};
+      },
+      [&](FunctionBuilder& c, const std::vector<Value>& s) {
+        Value rng = s[1];
+        std::vector<Value> now(s.begin() + 3, s.end());
+        auto [next, finished] = step(c, rng, now);
+        std::vector<Value> result = {
+            binary(c, "stablehlo.add", s[0], constant(c, ElementType::kS64, 1)), rng,
+            b_or(c, s[2], finished)};
+        for (size_t i = 0; i < now.size(); ++i) result.push_back(select(c, s[2], now[i], next[i]));
+        return result;
+      });
+  return {std::vector<Value>(out.begin() + 3, out.end()), out[1]};
+}
+
+// The logarithm of Gamma(alpha, 1) draws, by Marsaglia and Tsang's method; alpha < 1 draws
+// Gamma(alpha + 1) * u^(1 / alpha). An alpha that is NaN or <= 0 gives NaN; +inf gives +inf.
+Bits log_gamma(FunctionBuilder& b, const Value& state, const Value& alpha) {
+  const Dims& dims = alpha.shape.dims;
+  Num a{&b, alpha};
+  Value infinite = cmp(a, "EQ", std::numeric_limits<double>::infinity());
+  Value done = either(a, unary(b, "stablehlo.not", cmp(a, "GT", 0.0)), infinite);
+  Num boosted = where(cmp(a, "LT", 1.0), a + 1.0, a);
+  Num d = boosted - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+  Num start = where(infinite, a.k(std::numeric_limits<double>::infinity()),
+                    a.k(std::numeric_limits<double>::quiet_NaN()));
+  auto [drawn, after] = draw_until_done(
+      b, state, {start.v}, done,
+      [&](FunctionBuilder& r, Value& rng, const std::vector<Value>&) {
+        Num d_r = d.in(r), c_r = c.in(r);
+        Bits z = standard_normal(r, rng, alpha.shape.type, dims);
+        Bits u = uniform_open(r, z.state, alpha.shape.type, dims);
+        rng = u.state;
+        Num x{&r, z.bits}, v = 1.0 + c_r * x;
+        Num cube = v * v * v, log_cube = log(cube);
+        Value accept = both(x, cmp(v, "GT", 0.0),
+                            cmp(log(Num{&r, u.bits}), "LT",
+                                0.5 * x * x + d_r - d_r * cube + d_r * log_cube));
+        return std::make_pair(std::vector<Value>{(log(d_r) + log_cube).v}, accept);
+      });
+  Bits u = uniform_open(b, after, alpha.shape.type, dims);
+  Num boost = where(cmp(a, "LT", 1.0), log(Num{&b, u.bits}) / a, 0.0);
+  return {u.state, (Num{&b, drawn[0]} + boost).v};
+}
+
+// The smallest positive normal value of `type`.
+double smallest_normal(ElementType t) {
+  switch (t) {
+    case ElementType::kF64: return std::numeric_limits<double>::min();
+    case ElementType::kF16: return std::ldexp(1.0, -14);
+    default: return std::numeric_limits<float>::min();
+  }
+}
+
+// _standard_gamma(state, alpha): Gamma(alpha, 1) draws, at least the type's smallest normal
+// value, as on the CPU (which gives that for an alpha that is NaN or <= 0).
+Values standard_gamma(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Bits g = log_gamma(b, v[0], convert(b, v[1], c));
+  Num x = exp(Num{&b, g.bits});
+  double tiny = smallest_normal(t);
+  return {convert(b, where(cmp(x, "GT", tiny), x, tiny).v, t), g.state};
+}
+
+// _sample_dirichlet(state, alpha): Gamma draws normalized along the last dimension, in
+// logarithms (a softmax), so small alphas do not underflow. As on the CPU, each draw counts as at
+// least float64's smallest normal value, and each result is at least the type's.
+Values dirichlet(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  const Dims& dims = v[1].shape.dims;
+  Bits g = log_gamma(b, v[0], convert(b, v[1], c));
+  Num x{&b, g.bits};
+  double floor = std::log(std::numeric_limits<double>::min());
+  x = where(cmp(x, "GT", floor), x, floor);
+  Dims last = {static_cast<int64_t>(dims.size()) - 1};
+  Dims kept(dims.begin(), dims.end() - 1);
+  Dims keep_axes;
+  for (size_t d = 0; d + 1 < dims.size(); ++d) keep_axes.push_back(static_cast<int64_t>(d));
+  Num top{&b, broadcast_in_dim(b, reduce_extreme(b, x.v, last, true), dims, keep_axes)};
+  Num e = exp(x - top);
+  Num total{&b, broadcast_in_dim(b, reduce(b, e.v, last, constant(b, c, 0), "stablehlo.add"),
+                                 dims, keep_axes)};
+  Num p = e / total;
+  double tiny = smallest_normal(t);
+  return {convert(b, where(cmp(p, "GT", tiny), p, tiny).v, t), g.state};
+}
+
+// log(rate^k e^-rate / k!) for integer-valued k >= 0, accurate in float32 for large rates: for
+// k >= 10 through Stirling's series for log k!, with k log(k / rate) as a log1p.
+Num log_poisson_pmf(const Num& k, const Num& rate) {
+  Num big = where(cmp(k, "LT", 10.0), 10.0, k);
+  Num series = 1.0 / (12.0 * big) - 1.0 / (360.0 * big * big * big);
+  Num stirling = (k - rate) - k * log1p((k - rate) / rate) - 0.5 * log(2.0 * M_PI * big) - series;
+  Num exact = -rate + k * log(rate) - (k + 1.0).op("chlo.lgamma");
+  return where(cmp(k, "LT", 10.0), exact, stirling);
+}
+
+// poisson(state, rates): Knuth's product of uniforms below rate 10, Hormann's transformed
+// rejection with squeeze (PTRS) from 10 on. A NaN or negative rate gives NaN (the kernel raises
+// for it at the next wait), +inf gives +inf.
+Values poisson(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Num rate{&b, convert(b, v[1], c)};
+  const Dims& dims = rate.v.shape.dims;
+  Value small = cmp(rate, "LT", 10.0);
+  Value done = either(rate, unary(b, "stablehlo.not", cmp(rate, "GE", 0.0)),
+                      cmp(rate, "EQ", std::numeric_limits<double>::infinity()));
+  Num start = where(done, rate, 0.0), limit = exp(-rate);
+  Num big = where(small, 10.0, rate);  // PTRS's constants, finite for every rate
+  Num spread = 0.931 + 2.53 * sqrt(big), shift = -0.059 + 0.02483 * spread;
+  Num inv_alpha = 1.1239 + 1.1328 / (spread - 3.4), squeeze = 0.9277 - 3.6224 / (spread - 2.0);
+  auto [drawn, after] = draw_until_done(
+      b, v[0], {start.v, rate.k(1.0).v}, done,
+      [&](FunctionBuilder& r, Value& rng, const std::vector<Value>& now) {
+        Bits u = uniform01(r, rng, c, dims), w = uniform_open(r, u.state, c, dims);
+        rng = w.state;
+        Num count{&r, now[0]}, product = Num{&r, now[1]} * Num{&r, w.bits};
+        Num lam = rate.in(r), sb = spread.in(r), sa = shift.in(r), vw{&r, w.bits};
+        // Knuth: the count of uniforms whose product stays above e^-rate.
+        Value below = cmp(product, "LE", limit.in(r));
+        Num knuth = where(below, count, count + 1.0);
+        // PTRS: a candidate k from u, accepted by a quick test or by the pmf.
+        Num centered = Num{&r, u.bits} - 0.5, us = 0.5 - abs(centered);
+        Num k = floor((2.0 * sa / us + sb) * centered + lam + 0.43);
+        Value quick = both(k, cmp(us, "GE", 0.07), cmp(vw, "LE", squeeze.in(r)));
+        Value rejected = either(k, cmp(k, "LT", 0.0),
+                                both(k, cmp(us, "LT", 0.013), cmp(vw, "GT", us)));
+        Num bound = log(vw) + log(inv_alpha.in(r)) - log(sa / (us * us) + sb);
+        Value fits = cmp(bound, "LE", log_poisson_pmf(where(cmp(k, "LT", 0.0), 0.0, k), lam));
+        Value accept = either(k, quick, both(k, unary(r, "stablehlo.not", rejected), fits));
+        return std::make_pair(std::vector<Value>{where(small, knuth, k).v,
+                                                 product.v},
+                              select(r, small, below, accept));
+      });
+  return {convert(b, drawn[0], t), after};
+}
+
+// log k! minus Stirling's approximation (k + 1/2) log(k + 1) - (k + 1) + log(2 pi) / 2 of it.
+Num stirling_tail(const Num& k) {
+  Num z = k + 1.0, big = where(cmp(k, "LT", 10.0), 10.0, z);
+  Num series = 1.0 / (12.0 * big) - 1.0 / (360.0 * big * big * big) +
+               1.0 / (1260.0 * big * big * big * big * big);
+  Num exact = z.op("chlo.lgamma") - (k + 0.5) * log(z) + z - 0.5 * std::log(2 * M_PI);
+  return where(cmp(k, "LT", 10.0), exact, series);
+}
+
+// binomial(state, count, prob): successes in floor(count) trials. With q the smaller of p and
+// 1 - p (a draw for 1 - p is count minus one for p): the sum of geometric waiting times while
+// count * q < 10, Hormann's transformed rejection (BTRS) from there. A count <= 0 or p <= 0 gives
+// 0, p >= 1 gives count, NaN gives NaN.
+Values binomial(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = float_for(t);
+  Num n = floor(Num{&b, convert(b, v[1], c)}), p{&b, convert(b, v[2], c)};
+  const Dims& dims = n.v.shape.dims;
+  Value flip = cmp(p, "GT", 0.5);
+  Num q = where(flip, 1.0 - p, p);
+  Value none = either(n, cmp(n, "LE", 0.0), cmp(p, "LE", 0.0));
+  Value nan = either(n, cmp(n, "NE", n), cmp(p, "NE", p));
+  Value done = either(n, either(n, none, cmp(p, "GE", 1.0)), nan);
+  Num start = where(nan, n.k(std::numeric_limits<double>::quiet_NaN()),
+                    where(none, 0.0, where(cmp(p, "GE", 1.0), n, 0.0)));
+  Value inversion = cmp(n * q, "LT", 10.0);
+  Num log_failure = log1p(-q);
+  // BTRS's constants (finite for every element; used only where count * q >= 10).
+  Num qb = where(inversion, 0.5, q), nb = where(inversion, 40.0, n);
+  Num spq = sqrt(nb * qb * (1.0 - qb)), bb = 1.15 + 2.53 * spq;
+  Num ab = -0.0873 + 0.0248 * bb + 0.01 * qb, cb = nb * qb + 0.5, vr = 0.92 - 4.2 / bb;
+  Num ratio = qb / (1.0 - qb), alpha = (2.83 + 5.1 / bb) * spq, mode = floor((nb + 1.0) * qb);
+  Num at_mode = (mode + 0.5) * log((mode + 1.0) / (ratio * (nb - mode + 1.0))) +
+                stirling_tail(mode) + stirling_tail(nb - mode);
+  auto [drawn, after] = draw_until_done(
+      b, v[0], {start.v, n.k(0.0).v}, done,
+      [&](FunctionBuilder& r, Value& rng, const std::vector<Value>& now) {
+        Bits u = uniform01(r, rng, c, dims), w = uniform_open(r, u.state, c, dims);
+        rng = w.state;
+        Num count{&r, now[0]}, waited{&r, now[1]}, vw{&r, w.bits}, nr = n.in(r);
+        // Inversion: geometric waiting times for successes until they pass count.
+        Num next_wait = waited + (log(vw) / log_failure.in(r)).op("stablehlo.ceil");
+        Value past = cmp(next_wait, "GT", nr);
+        Num successes = where(past, count, count + 1.0);
+        // BTRS: a candidate k from u, accepted by a quick test or by the pmf's ratio to the mode.
+        Num nb_r = nb.in(r), sb = bb.in(r), sa = ab.in(r), rr = ratio.in(r);
+        Num centered = Num{&r, u.bits} - 0.5, us = 0.5 - abs(centered);
+        Num k = floor((2.0 * sa / us + sb) * centered + cb.in(r));
+        Value inside = both(k, cmp(k, "GE", 0.0), cmp(k, "LE", nb_r));
+        Num kk = where(inside, k, 0.0);
+        Value quick = both(k, cmp(us, "GE", 0.07), cmp(vw, "LE", vr.in(r)));
+        Num bound = at_mode.in(r) +
+                    (nb_r + 1.0) * log((nb_r - mode.in(r) + 1.0) / (nb_r - kk + 1.0)) +
+                    (kk + 0.5) * log(rr * (nb_r - kk + 1.0) / (kk + 1.0)) - stirling_tail(kk) -
+                    stirling_tail(nb_r - kk);
+        Num test = log(vw * alpha.in(r) / (sa / (us * us) + sb));
+        Value accept = both(k, inside, either(k, quick, cmp(test, "LE", bound)));
+        return std::make_pair(
+            std::vector<Value>{where(inversion, successes, k).v, next_wait.v},
+            select(r, inversion, past, accept));
+      });
+  Num x{&b, drawn[0]};
+  Num result = where(both(x, flip, unary(b, "stablehlo.not", done)), n - x, x);
+  return {convert(b, result.v, t), after};
+}
+
 // bernoulli_(state, p): p a scalar or a tensor of probabilities.
 Values bernoulli(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a);
@@ -213,6 +438,10 @@ void register_random_rules(Registry& r) {
   r.add("rng_exponential", exponential);
   r.add("rng_geometric", geometric);
   r.add("rng_cauchy", cauchy);
+  r.add("rng_gamma", standard_gamma);
+  r.add("rng_dirichlet", dirichlet);
+  r.add("rng_poisson", poisson);
+  r.add("rng_binomial", binomial);
   r.add("rng_bernoulli", bernoulli);
   r.add("rng_integers", random_integers);
   r.add("rng_dropout", dropout);

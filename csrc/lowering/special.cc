@@ -6,52 +6,13 @@
 #include <cmath>
 
 #include "lowering/helpers.h"
+#include "lowering/num.h"
 #include "lowering/registry.h"
 
 namespace torchtpu::lowering {
 namespace {
 
 constexpr double kEulerGamma = 0.57721566490153286061;
-
-// A floating value with arithmetic operators: `2.0 * x + y` emits the HLO for it.
-struct Num {
-  FunctionBuilder* b;
-  Value v;
-  Num k(double c) const { return {b, full(*b, v.shape.type, v.shape.dims, c)}; }
-  Num op(const char* name) const { return {b, unary(*b, name, v)}; }
-};
-Num bin(const char* name, const Num& x, const Num& y) {
-  return {x.b, binary(*x.b, name, x.v, y.v)};
-}
-#define TORCHTPU_NUM_OPERATOR(sym, name)                                                \
-  Num operator sym(const Num& x, const Num& y) { return bin(name, x, y); }              \
-  Num operator sym(const Num& x, double c) { return bin(name, x, x.k(c)); }             \
-  Num operator sym(double c, const Num& y) { return bin(name, y.k(c), y); }
-TORCHTPU_NUM_OPERATOR(+, "stablehlo.add")
-TORCHTPU_NUM_OPERATOR(-, "stablehlo.subtract")
-TORCHTPU_NUM_OPERATOR(*, "stablehlo.multiply")
-TORCHTPU_NUM_OPERATOR(/, "stablehlo.divide")
-#undef TORCHTPU_NUM_OPERATOR
-Num operator-(const Num& x) { return x.op("stablehlo.negate"); }
-Num exp(const Num& x) { return x.op("stablehlo.exponential"); }
-Num log(const Num& x) { return x.op("stablehlo.log"); }
-Num sqrt(const Num& x) { return x.op("stablehlo.sqrt"); }
-Num abs(const Num& x) { return x.op("stablehlo.abs"); }
-Num sin(const Num& x) { return x.op("stablehlo.sine"); }
-Num cos(const Num& x) { return x.op("stablehlo.cosine"); }
-Value cmp(const Num& x, const char* direction, double c) {
-  return compare(*x.b, x.v, x.k(c).v, direction);
-}
-Value cmp(const Num& x, const char* direction, const Num& y) {
-  return compare(*x.b, x.v, y.v, direction);
-}
-Num where(const Value& pred, const Num& t, const Num& f) {
-  return {t.b, select(*t.b, pred, t.v, f.v)};
-}
-Num where(const Value& pred, double t, const Num& f) { return where(pred, f.k(t), f); }
-Num where(const Value& pred, const Num& t, double f) { return where(pred, t, t.k(f)); }
-Value both(const Num& x, const Value& p, const Value& q) { return b_and(*x.b, p, q); }
-Value either(const Num& x, const Value& p, const Value& q) { return b_or(*x.b, p, q); }
 
 using Step = std::function<std::vector<Num>(const Num& k, const std::vector<Num>& state)>;
 

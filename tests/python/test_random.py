@@ -228,6 +228,32 @@ LAWS = {
         -torch.ones(N, device=d), 0.1, 0.4, training=True),
     "bernoulli.out": lambda d: torch.bernoulli(torch.full((N,), 0.3, device=d),
                                                out=torch.empty(N, device=d)),
+    # Rejection samplers: each branch of each (small and large parameters, float64).
+    "_standard_gamma.0.3": lambda d: torch._standard_gamma(torch.full((N,), 0.3, device=d)),
+    "_standard_gamma.2.5": lambda d: torch._standard_gamma(torch.full((N,), 2.5, device=d)),
+    "_standard_gamma.float64": lambda d: torch._standard_gamma(
+        torch.full((N,), 1e4, device=d, dtype=torch.float64)),
+    "_sample_dirichlet": lambda d: columns(torch._sample_dirichlet(
+        torch.tensor([0.5, 1, 3], device=d).expand(N // 2, 3))),
+    "_sample_dirichlet.small": lambda d: columns(torch._sample_dirichlet(
+        torch.tensor([0.05, 0.1, 2], device=d, dtype=torch.float64).expand(N // 2, 3))),
+    "poisson.small": lambda d: torch.poisson(torch.full((N,), 0.5, device=d)),
+    "poisson.below_10": lambda d: torch.poisson(torch.full((N,), 7.0, device=d)),
+    "poisson.large": lambda d: torch.poisson(torch.full((N,), 300.0, device=d)),
+    "poisson.huge": lambda d: torch.poisson(torch.full((N,), 1e6, device=d)),
+    "poisson.mixed": lambda d: list(torch.poisson(
+        torch.tensor([0.0, 3, 50], device=d).repeat(N // 2, 1)).unbind(-1)),
+    "binomial.inversion": lambda d: torch.binomial(torch.full((N,), 10.0, device=d),
+                                                   torch.full((N,), 0.3, device=d)),
+    "binomial.inversion_flipped": lambda d: torch.binomial(torch.full((N,), 10.0, device=d),
+                                                           torch.full((N,), 0.8, device=d)),
+    "binomial.btrs": lambda d: torch.binomial(torch.full((N,), 100.0, device=d),
+                                              torch.full((N,), 0.4, device=d)),
+    "binomial.btrs_flipped": lambda d: torch.binomial(torch.full((N,), 1000.0, device=d),
+                                                      torch.full((N,), 0.97, device=d)),
+    "binomial.float64": lambda d: torch.binomial(
+        torch.full((N,), 1e6, device=d, dtype=torch.float64),
+        torch.full((N,), 0.3, device=d, dtype=torch.float64)),
 }
 
 
@@ -318,7 +344,9 @@ def test_new_draws_replay_from_the_seed_in_every_mode_and_compiled(fallback_erro
                 torch.multinomial(p, 5, replacement=True),
                 torch.nn.functional.rrelu(x, training=True), torch.randperm(6, device=p.device),
                 torch.empty_like(m).geometric_(0.2), torch.empty_like(m).cauchy_(),
-                torch.empty_like(m).log_normal_())
+                torch.empty_like(m).log_normal_(), torch._standard_gamma(s * 2),
+                torch.poisson(s * 20), torch.binomial(s * 30, s / 3),
+                torch._sample_dirichlet(p))
 
     args = (torch.rand(3, 4, device="tpu"), torch.zeros(5, device="tpu"),
             torch.ones(5, device="tpu"), torch.randn(6, device="tpu"))
@@ -382,6 +410,15 @@ BAD_DRAWS = [
     lambda d: torch.nn.functional.rrelu(torch.zeros(3, dtype=torch.long, device=d),
                                         training=True),
     lambda d: torch.nn.functional.rrelu(torch.zeros(3, device=d), 0.5, 0.1, training=True),
+    lambda d: torch._standard_gamma(torch.ones(3, device=d, dtype=torch.long)),
+    lambda d: torch._sample_dirichlet(torch.ones(3, device=d, dtype=torch.long)),
+    lambda d: torch.poisson(torch.ones(3, device=d, dtype=torch.long)),
+    lambda d: torch.poisson(torch.tensor([1.0, -1], device=d)).cpu(),
+    lambda d: torch.poisson(torch.tensor([1.0, torch.nan], device=d)).cpu(),
+    lambda d: torch.binomial(torch.ones(3, device=d, dtype=torch.long),
+                             torch.ones(3, device=d, dtype=torch.long)),
+    lambda d: torch.binomial(torch.ones(3, device=d, dtype=torch.float64),
+                             torch.ones(3, device=d)),
 ]
 
 
@@ -393,6 +430,30 @@ def test_bad_draws_raise_the_cpu_error(case):
         fn("tpu")
     # A device-side check names the op and the line that called it around the CPU's message.
     assert message in str(tpu.value), (message, str(tpu.value))
+
+
+def test_rejection_samplers_edge_values_are_the_cpu_ones(fallback_error):
+    # Gamma: at least the smallest normal value (also for NaN, 0 or negative alpha); +inf for +inf.
+    nan, inf = float("nan"), float("inf")
+    alpha = torch.tensor([0.0, -1, nan, inf, 1e-3, 1e-8])
+    torch.testing.assert_close(torch._standard_gamma(alpha.to("tpu")).cpu(),
+                               torch._standard_gamma(alpha))
+    # Dirichlet: each gamma draw counts as at least float64's smallest normal value, so rows of
+    # tiny alphas are uniform; a result is at least the type's smallest normal value.
+    rows = torch.tensor([[1e-8, 1e-8, 1e-8], [0, 0, 0], [inf, 1, 1], [1e-9, 1e3, 1e-9]])
+    torch.testing.assert_close(torch._sample_dirichlet(rows.to("tpu")).cpu(),
+                               torch._sample_dirichlet(rows))
+    assert torch._sample_dirichlet(torch.tensor(2.0, device="tpu")).item() == 1.0
+    assert torch.equal(torch.poisson(torch.tensor([0.0, 0.0], device="tpu")).cpu(),
+                       torch.zeros(2))
+    # Binomial: count <= 0 or p <= 0 give 0, p >= 1 gives the count, a NaN p gives NaN (and, where
+    # the CPU loops forever, a NaN count too).
+    count = torch.tensor([0.0, 10, 10, 10, -1, 10, 7])
+    prob = torch.tensor([0.5, 0, 1, 1.5, 0.5, nan, -0.1])
+    torch.testing.assert_close(torch.binomial(count.to("tpu"), prob.to("tpu")).cpu(),
+                               torch.binomial(count, prob), equal_nan=True)
+    assert torch.binomial(torch.tensor([nan], device="tpu"),
+                          torch.tensor([0.5], device="tpu")).isnan().all()
 
 
 def test_empty_draws_and_outputs_take_their_shapes():
