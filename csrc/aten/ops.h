@@ -129,6 +129,10 @@ at::Tensor sample_dirichlet(const at::Tensor& self, std::optional<at::Generator>
 at::Tensor poisson(const at::Tensor& self, std::optional<at::Generator> gen);
 at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob,
                     std::optional<at::Generator> gen);
+// Their meta kernels (PyTorch has none).
+at::Tensor sample_dirichlet_meta(const at::Tensor& self, std::optional<at::Generator> gen);
+at::Tensor binomial_meta(const at::Tensor& count, const at::Tensor& prob,
+                         std::optional<at::Generator> gen);
 at::Tensor& rrelu_with_noise_out(const at::Tensor& self, at::Tensor& noise,
                                  const at::Scalar& lower, const at::Scalar& upper, bool training,
                                  std::optional<at::Generator> gen, at::Tensor& out);
@@ -232,6 +236,11 @@ bool prepare_index_arguments(const c10::OperatorHandle& op, std::vector<c10::IVa
 void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// out= forms through their functional forms' tpu kernels (ops_out.cc): the overloads, and the
+// kernel.
+const std::vector<std::string>& out_forms_of_functional_kernels();
+void out_form_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // The ATen overloads ("add.Tensor", ...) the generic kernel serves: those the rules name ("exp.*"
 // for every overload of exp and exp_), less composite ones (they decompose, keeping autograd) and
 // those with argument kinds it does not take (they stay on the CPU fallback).

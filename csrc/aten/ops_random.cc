@@ -471,4 +471,16 @@ at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob,
   return out;
 }
 
+// Output shapes for FakeTensor, which otherwise runs an op without a meta kernel on zeros on the
+// device while torch.compile traces: that drew from the tpu generator, and a compiled call's first
+// draws differed from eager ones after the same seed.
+at::Tensor sample_dirichlet_meta(const at::Tensor& self, std::optional<at::Generator> /*gen*/) {
+  return at::empty(self.sizes(), self.options());
+}
+
+at::Tensor binomial_meta(const at::Tensor& count, const at::Tensor& prob,
+                         std::optional<at::Generator> /*gen*/) {
+  return at::empty(at::infer_size(count.sizes(), prob.sizes()), count.options());
+}
+
 }  // namespace torchtpu::aten

@@ -123,6 +123,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                            "_native_batch_norm_legit_no_training", "_batch_norm_with_update"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&batch_norm_kernel>());
   }
+  for (const std::string& name : out_forms_of_functional_kernels()) {
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&out_form_kernel>());
+  }
 
   // Every operator a lowering rule names (csrc/lowering/*.cc): one generic kernel.
   for (const std::string& op : lowered_operators()) {
@@ -130,8 +133,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
-// Histograms' output shapes, so Dynamo can trace them (PyTorch has no meta functions for them).
+// Output shapes PyTorch has no meta functions for, so Dynamo can trace the ops: histograms, and two
+// random ops (which FakeTensor would otherwise run on the device).
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_sample_dirichlet", TORCH_FN(sample_dirichlet_meta));
+  m.impl("binomial", TORCH_FN(binomial_meta));
   m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct_meta));
   m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_tensor_meta));
   m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_bin_edges_meta));

@@ -135,7 +135,8 @@ ALLOWED_FALLBACKS = {
     "aten::_to_sparse": NO_SPARSE, "aten::_to_sparse.sparse_dim": NO_SPARSE,
     "aten::_linalg_eigvals": "general (non-symmetric) eigenvalues: XLA has no eig op and the CPU "
                              "plugin no expander for one (JAX calls LAPACK's geev on the host)",
-    "aten::linalg_eig": "as _linalg_eigvals",
+    "aten::linalg_eig": "as _linalg_eigvals", "aten::linalg_eig.out": "as _linalg_eigvals",
+    "aten::linalg_eigvals.out": "as _linalg_eigvals",
 }
 # On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): the linear
 # algebra lowerings take real matrices, and these others run on the CPU for complex values.

@@ -8,7 +8,9 @@ result (a broadcast, a type change) must raise where the CPU raises. And each op
 must raise the error OpInfo names, where the CPU raises it. And each op's in-place and out= forms
 called with arguments that share memory must raise where the CPU refuses the overlap, and give the
 value on separate arguments where it accepts it. And each op's first sample in the dtypes
-test_opinfo.py does not run (uint8, int8, int16, bfloat16, float16).
+test_opinfo.py does not run (uint8, int8, int16, bfloat16, float16). And each op's out= form,
+into empty tensors of the result's dtypes, with the values of the functional form and without a
+CPU fallback the functional form does not have.
 
     TORCHTPU_OPINFO_SHARD="i/n"     only every n-th op, from the i-th (default "0/1")
 """
@@ -252,6 +254,37 @@ def test_aliased_arguments(op):
     if not tried:
         pytest.skip("no sample with an argument of the input's shape, or out= of it")
     assert not failures, f"{len(failures)} of {tried} calls differ; first: {failures[0]}"
+
+
+OUT_SAMPLES = 2
+
+
+def _with_out(op):
+    """The op called with out=: empty tensors (resized by the op) of the dtypes the functional
+    form returns, on the sample's device."""
+    def call(x, *args, **kwargs):
+        result = op(x, *args, **kwargs)
+        out = tree_map(lambda t: torch.empty(0, dtype=t.dtype, device=t.device)
+                       if isinstance(t, torch.Tensor) else t, result)
+        if isinstance(out, list):
+            out = tuple(out)
+        return op(x, *args, **kwargs, out=out)
+    return Variant(op, call)
+
+
+@pytest.mark.parametrize("op", list(_ops()))
+def test_out_variant(op):
+    if torchtpu.get_eager_mode() != "defer_and_fuse":
+        pytest.skip("the default mode runs it: the modes share these kernels, and CI's time")
+    if not op.supports_out:
+        pytest.skip("no out= form")
+    before = opinfo._fallback_counts()
+    samples = itertools.islice(op.sample_inputs("cpu", DTYPE, requires_grad=False), OUT_SAMPLES)
+    _check(op, [(_with_out(op), s, False, False) for s in samples])
+    after = opinfo._fallback_counts()
+    fell_back = sorted(k for k, v in after.items() if v > before.get(k, 0)
+                       and k not in opinfo.ALLOWED_FALLBACKS)
+    assert not fell_back, f"out= ran on the CPU: {fell_back}"
 
 
 OTHER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.bfloat16, torch.float16]
