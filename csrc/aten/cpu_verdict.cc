@@ -47,15 +47,21 @@ void written_overlaps(const std::vector<c10::IValue>& args, size_t i,
   }
 }
 
-bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-                       bool elementwise, bool seeded) {
+bool overlaps_by_iterator_rule(const c10::OperatorHandle& op, bool elementwise) {
+  return elementwise || engine::capturing() || op.hasTag(at::Tag::nondeterministic_seeded);
+}
+
+bool needs_cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                       bool elementwise) {
   if (engine::capturing()) return false;  // a compiled graph's capture reads no values
+  const c10::FunctionSchema& schema = op.schema();
+  bool seeded = op.hasTag(at::Tag::nondeterministic_seeded);
   // Meta functions that accept what the CPU refuses: bucketize's boundaries of more than one
   // dimension, complex's parts of two dtypes, masked_scatter's uint8 mask.
   static const std::set<std::string> loose = {"aten::bucketize", "aten::complex",
                                               "aten::masked_scatter", "aten::masked_scatter_"};
   if (loose.count(schema.name())) return true;
-  if (!elementwise && !seeded) {
+  if (!overlaps_by_iterator_rule(op, elementwise)) {
     c10::SmallVector<int64_t, 8> found;
     for (size_t i = 0; i < args.size(); ++i) {
       if (written(schema, i)) written_overlaps(args, i, found);

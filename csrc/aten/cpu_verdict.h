@@ -10,6 +10,11 @@
 
 namespace torchtpu::aten {
 
+// Whether the overlaps of an op's written arguments follow TensorIterator's rule (no partial
+// overlap with an input), which the kernel applies itself: elementwise ops, random ops
+// (nondeterministic_seeded), and every op while a compiled graph captures (its capture reads no
+// values). The CPU's verdict judges the other ops' overlaps, by each op's own rule.
+bool overlaps_by_iterator_rule(const c10::OperatorHandle& op, bool elementwise);
 // Whether a call needs the CPU's verdict even when the meta function accepts it. The meta
 // functions serving the Meta key are mostly PyTorch's Python references, looser than the CPU
 // kernels in these places: an out= tensor whose dtype the CPU refuses (all/any into float,
@@ -17,10 +22,9 @@ namespace torchtpu::aten {
 // over a dimension of size 0), operands of different floating dtypes in one product
 // (float32 @ float64), complex operands of ops that order values (sort, clamp), and a few ops
 // by name (bucketize, complex, masked_scatter), and a written argument that overlaps another
-// where the op is not elementwise (elementwise ops follow TensorIterator's rule, which the
-// kernel applies itself). `seeded`: the op draws random numbers (nondeterministic_seeded).
-bool needs_cpu_verdict(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
-                       bool elementwise, bool seeded);
+// where overlaps_by_iterator_rule does not hold.
+bool needs_cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                       bool elementwise);
 // Whether argument `i` is one the op writes (in-place self, out=).
 bool written(const c10::FunctionSchema& schema, size_t i);
 // The other argument tensors that share a storage with written argument `i`, each as its

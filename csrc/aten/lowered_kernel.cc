@@ -697,8 +697,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   SignatureCache<MetaResult>::Entry meta = meta_cache().find(key);
   if (meta == nullptr) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
-    bool judged = needs_cpu_verdict(schema, args, binding.elementwise,
-                                    op.hasTag(at::Tag::nondeterministic_seeded));
+    bool judged = needs_cpu_verdict(op, args, binding.elementwise);
     if (judged) cpu_verdict(op, args);
     if (binding.elementwise && !judged) check_elementwise(args, schema, binding.boolean_result);
     try {
@@ -723,10 +722,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // The real outputs: the mutated arguments (resized as the meta function resized its own), or
   // new tensors with the meta function's geometry.
-  // The ops whose overlaps needs_cpu_verdict leaves to TensorIterator's rule (a tag lookup only
-  // for those that are not elementwise).
-  bool overlaps_by_rule = binding.elementwise || engine::capturing() ||
-                          op.hasTag(at::Tag::nondeterministic_seeded);
+  bool overlaps_by_rule = overlaps_by_iterator_rule(op, binding.elementwise);
   std::vector<at::Tensor> outputs;
   std::vector<c10::IValue> results;
   for (const ReturnSpec& ret : *meta) {

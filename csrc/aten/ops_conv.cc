@@ -25,7 +25,7 @@ void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   c10::DeviceGuard guard(device);
   // Mixed dtypes and empty inputs: the CPU's checks and messages (it refuses mixed dtypes).
   // convolution_overrideable has no CPU kernel; convolution takes the same arguments.
-  if (needs_cpu_verdict(op.schema(), args, false, false)) {
+  if (needs_cpu_verdict(op, args, false)) {
     static const c10::OperatorHandle convolution =
         c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
     cpu_verdict(convolution, args);
