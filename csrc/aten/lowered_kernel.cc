@@ -595,6 +595,7 @@ void run_rule(const std::string& rule, const c10::FunctionSchema& schema,
       kept_ops().insert(key, std::move(kept));
     }
   } catch (const lowering::Refused& e) {
+    TORCH_CHECK(!e.runtime_error, e.what());
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   }
 }

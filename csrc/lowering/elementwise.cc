@@ -58,12 +58,12 @@ Values sub(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
   bool b_bool = operands[1].shape.type == ElementType::kPred;
   if (a_bool && b_bool) {
     throw Refused("Subtraction, the `-` operator, with two bool tensors is not supported. "
-                      "Use the `^` or `logical_xor()` operator instead.");
+                  "Use the `^` or `logical_xor()` operator instead.", true);
   }
   if (a_bool || b_bool) {
     throw Refused("Subtraction, the `-` operator, with a bool tensor is not supported. If "
-                      "you are trying to invert a mask, use the `~` or `logical_not()` operator "
-                      "instead.");
+                  "you are trying to invert a mask, use the `~` or `logical_not()` operator "
+                  "instead.", true);
   }
   Operands p = prepare(b, operands, attrs);
   return result(b, binary(b, "stablehlo.subtract", p.v[0], scaled_second(b, p)), attrs);

@@ -227,7 +227,12 @@ LoweringRule addc(const std::string& op) {
 
 // lerp(self, end, weight), as PyTorch: exact at both ends.
 Values lerp(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  ElementType c = opmath(out_type(a));
+  ElementType t = out_type(a);
+  if (!hlo::is_floating(t) && !hlo::is_complex(t)) {
+    throw Refused(std::string("\"lerp_kernel_") + (v[2].shape.rank() == 0 ? "scalar" : "tensor") +
+                  "\" not implemented for '" + scalar_type_name(t) + "'");
+  }
+  ElementType c = opmath(t);
   Value x = arg(b, v, 0, c, a), y = arg(b, v, 1, c, a), w = arg(b, v, 2, c, a);
   Value diff = binary(b, "stablehlo.subtract", y, x);
   Value low = binary(b, "stablehlo.add", x, binary(b, "stablehlo.multiply", w, diff));

@@ -32,11 +32,14 @@ class Values : public std::vector<hlo::Value> {
 using LoweringRule =
     std::function<Values(hlo::FunctionBuilder& b, const Values& operands, const Attrs& attrs)>;
 
-// Thrown by a rule for an input PyTorch itself refuses on every device (e.g. rounding division of
-// booleans): the glue raises it as NotImplementedError.
+// Thrown by a rule for an input PyTorch itself refuses on every device: the glue raises it as
+// PyTorch does, a NotImplementedError (rounding division of booleans) or, with `runtime_error`,
+// a RuntimeError (subtraction of booleans).
 class Refused : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Refused(const std::string& what, bool runtime_error = false)
+      : std::runtime_error(what), runtime_error(runtime_error) {}
+  bool runtime_error;
 };
 
 // Thrown by a rule for a case it does not lower (yet): the glue runs that call on the CPU.

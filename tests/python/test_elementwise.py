@@ -355,3 +355,25 @@ def test_bitwise_ops_of_floating_operands_raise_the_cpus_error(dtype, each_eager
             call()
             torch.tpu.synchronize()
     assert (i & 2).tolist() == [0, 2] and (~i).tolist() == [-2, -4]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64, torch.bool])
+def test_lerp_of_integers_and_subtraction_of_booleans_raise_the_cpus_error(dtype,
+                                                                          each_eager_mode):
+    """lerp of integer tensors: the CPU's NotImplementedError (tpu had computed for uint8);
+    subtraction with a bool tensor: the CPU's RuntimeError (tpu had raised NotImplementedError)."""
+    calls = [lambda d: torch.lerp(torch.ones(2, dtype=dtype, device=d),
+                                  torch.zeros(2, dtype=dtype, device=d), 0.5),
+             lambda d: torch.lerp(torch.ones(2, dtype=dtype, device=d),
+                                  torch.zeros(2, dtype=dtype, device=d),
+                                  torch.ones(2, dtype=dtype, device=d)),
+             lambda d: torch.tensor([True, False], device=d) - torch.ones(2, dtype=dtype, device=d),
+             lambda d: torch.ones(2, dtype=dtype, device=d) - torch.tensor([True, False], device=d),
+             lambda d: torch.tensor([True], device=d) - 1.5]
+    for call in calls:
+        with pytest.raises(Exception) as cpu:
+            call("cpu")
+        with pytest.raises(cpu.type) as tpu:
+            call("tpu")
+            torch.tpu.synchronize()
+        assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
