@@ -1,6 +1,7 @@
 // Pooling on stablehlo.reduce_window over the trailing spatial dims, and its gradients.
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -499,6 +500,108 @@ Values adaptive_max_pool(FunctionBuilder& b, const Values& v, const Attrs& a, si
   return {convert(b, x, out_type(a)), convert(b, index, out_type(a, 1))};
 }
 
+
+// fractional_max_pool2d/3d(self, kernel_size, output_size, random_samples) -> (values, indices
+// into each flattened plane). Along each spatial dimension d, window o starts at
+// trunc((o + u) * alpha) - trunc(u * alpha) with alpha = (in - k) / (out - 1), computed in the
+// samples' type as PyTorch does, and the last window at in - k; u is the plane's sample for d
+// (random_samples[n, c, j]: j = 0 the width and 1 the height in 2d, j = 0, 1, 2 time, height,
+// width in 3d). Each window's winner as in PyTorch's scan: the last NaN, else the first maximum.
+Values fractional_max_pool(FunctionBuilder& b, const Values& v, const Attrs& a, size_t n) {
+  Value x = v[0], samples = v[1];
+  ElementType t = x.shape.type, st = samples.shape.type;
+  const Dims& in = x.shape.dims;
+  Dims out = out_shape(a);
+  size_t lead = in.size() - n;
+  if (!hlo::is_floating(t)) {
+    throw Refused(std::string("\"fractional_max_pool") + std::to_string(n) +
+                  "d_out_frame\" not implemented for '" + scalar_type_name(t) + "'");
+  }
+  int64_t count_out = Shape{t, out}.numel();
+  if (count_out == 0) return {full(b, t, out, 0), full(b, out_type(a, 1), out, 0)};
+  const std::vector<int64_t>& kernel = a.ints("kernel_size");
+  Dims planes(in.begin(), in.begin() + lead);  // (N, C) or (C)
+  // Each plane's samples, (planes..., n): the first N of 4d/5d input's, the first of 3d/4d's.
+  int64_t batch = lead == 2 ? in[0] : 1;
+  Value u = slice(b, samples, {0, 0, 0}, {batch, samples.shape.dims[1], samples.shape.dims[2]});
+  Dims with_n = planes;
+  with_n.push_back(static_cast<int64_t>(n));
+  u = reshape(b, u, with_n);
+  // The flat position in x of each window's first element, (planes..., out spatial...).
+  Value start = full(b, ElementType::kS64, out, 0);
+  int64_t stride = 1;
+  for (size_t d = in.size(); d-- > lead;) {
+    size_t j = d - lead;  // spatial dimension j; its sample's index in random_samples
+    int64_t k = kernel[j], size = in[d], count = out[d];
+    int64_t which = n == 2 ? 1 - static_cast<int64_t>(j) : static_cast<int64_t>(j);
+    Dims at(planes.size(), 0), to = planes;
+    at.push_back(which);
+    to.push_back(which + 1);
+    Dims plane_axes;
+    for (size_t e = 0; e < planes.size(); ++e) plane_axes.push_back(static_cast<int64_t>(e));
+    Value ud = broadcast_in_dim(b, reshape(b, slice(b, u, at, to), planes), out, plane_axes);
+    Value o = convert(b, iota(b, ElementType::kS64, out, static_cast<int64_t>(d)), st);
+    Value first;
+    if (count > 1) {
+      Value alpha = binary(b, "stablehlo.divide", full(b, st, out, static_cast<double>(size - k)),
+                           full(b, st, out, static_cast<double>(count - 1)));
+      Value scaled = binary(b, "stablehlo.multiply", binary(b, "stablehlo.add", o, ud), alpha);
+      Value shift = binary(b, "stablehlo.multiply", ud, alpha);
+      first = binary(b, "stablehlo.subtract", convert(b, scaled, ElementType::kS64),
+                     convert(b, shift, ElementType::kS64));
+      Value last = compare(b, o, full(b, st, out, static_cast<double>(count - 1)), "EQ");
+      first = select(b, last, full(b, ElementType::kS64, out, static_cast<double>(size - k)),
+                     first);
+    } else {
+      first = full(b, ElementType::kS64, out, static_cast<double>(size - k));
+    }
+    start = binary(b, "stablehlo.add", start,
+                   binary(b, "stablehlo.multiply", first,
+                          full(b, ElementType::kS64, out, static_cast<double>(stride))));
+    stride *= size;
+  }
+  // The flat position of each plane's first element in x.
+  Value plane_offset = full(b, ElementType::kS64, out, 0);
+  for (size_t d = lead, scale = static_cast<size_t>(stride); d-- > 0; scale *= in[d]) {
+    plane_offset = binary(b, "stablehlo.add", plane_offset,
+                          binary(b, "stablehlo.multiply",
+                                 iota(b, ElementType::kS64, out, static_cast<int64_t>(d)),
+                                 full(b, ElementType::kS64, out, static_cast<double>(scale))));
+  }
+  // Every offset in the window, in PyTorch's scan order (the last spatial dimension fastest).
+  std::vector<int64_t> offsets;
+  std::function<void(size_t, int64_t)> walk = [&](size_t j, int64_t offset) {
+    if (j == n) {
+      offsets.push_back(offset);
+      return;
+    }
+    int64_t plane_stride = 1;
+    for (size_t e = lead + j + 1; e < in.size(); ++e) plane_stride *= in[e];
+    for (int64_t i = 0; i < kernel[j]; ++i) walk(j + 1, offset + i * plane_stride);
+  };
+  walk(0, 0);
+  if (offsets.empty()) {  // an empty window: -inf at the window's start, as PyTorch gives
+    return {full(b, t, out, -std::numeric_limits<double>::infinity()),
+            convert(b, start, out_type(a, 1))};
+  }
+  Value best, best_index;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    Value index = binary(b, "stablehlo.add", start,
+                         full(b, ElementType::kS64, out, static_cast<double>(offsets[i])));
+    Value at = reshape(b, binary(b, "stablehlo.add", index, plane_offset), {count_out});
+    Value value = reshape(b, gather_rows(b, reshape(b, x, {x.shape.numel(), 1}), at), out);
+    if (i == 0) {
+      best = value;
+      best_index = index;
+      continue;
+    }
+    Value pick = wins(b, value, index, best, best_index);
+    best = select(b, pick, value, best);
+    best_index = select(b, pick, index, best_index);
+  }
+  return {best, convert(b, best_index, out_type(a, 1))};
+}
+
 }  // namespace
 
 // A rule for `n` spatial dims.
@@ -534,6 +637,11 @@ void register_pooling_rules(Registry& r) {
     r.add(
         "adaptive_max_pool" + d + "_backward", spatial(max_pool_backward, n),
         {"adaptive_max_pool" + d + "_backward", "adaptive_max_pool" + d + "_backward.grad_input"});
+    r.add("fractional_max_pool" + d, spatial(fractional_max_pool, n),
+          {"fractional_max_pool" + d, "fractional_max_pool" + d + ".output"});
+    r.add("fractional_max_pool" + d + "_backward", spatial(max_pool_backward, n),
+          {"fractional_max_pool" + d + "_backward",
+           "fractional_max_pool" + d + "_backward.grad_input"});
   }
 }
 

@@ -1,9 +1,12 @@
-"""Spatial ops lowered to the device (adaptive pooling, upsampling, reflection/replication
-padding, grid_sample, embedding_bag, im2col/col2im, max_unpool): what the OpInfo suite does not
-check. Each case runs on the CPU and on "tpu" with the same inputs and must match, forward and
-backward, without any CPU fallback: NaNs stay local, channels_last and non-contiguous inputs,
-empty batches, scales that differ from the size ratio, every grid_sample mode, and PyTorch's
-errors (reflection pad too large, out-of-range indices through the device-side checks)."""
+"""Spatial ops lowered to the device (adaptive and fractional pooling, upsampling,
+reflection/replication padding, grid_sample, embedding_bag, im2col/col2im, max_unpool): what the
+OpInfo suite does not check. Each case runs on the CPU and on "tpu" with the same inputs and must
+match, forward and backward, without any CPU fallback: NaNs stay local, channels_last and
+non-contiguous inputs, empty batches, scales that differ from the size ratio, every grid_sample
+mode, and PyTorch's errors (reflection pad too large, out-of-range indices through the device-side
+checks)."""
+
+import re
 
 import pytest
 import torch
@@ -269,3 +272,67 @@ def test_embedding_bag_reference_is_the_cpus_gradient_where_counts_are_equal():
         F.embedding_bag(indices, w1, offsets, mode=bag_mode, scale_grad_by_freq=True).sum().backward()
         _bags_of_embeddings(indices, w2, offsets, bag_mode, None).sum().backward()
         torch.testing.assert_close(w1.grad, w2.grad)
+
+
+FRACTIONAL_CASES = [  # (input shape, kernel, output size, samples' shape)
+    ((2, 3, 7, 9), (2, 3), (4, 5), (2, 3, 2)), ((2, 3, 7, 9), (3, 3), (5, 7), (2, 3, 2)),
+    ((2, 3, 7, 9), (2, 2), (1, 1), (2, 3, 2)), ((2, 3, 7, 9), (1, 1), (7, 9), (2, 3, 2)),
+    ((2, 3, 7, 9), (0, 3), (4, 5), (2, 3, 2)), ((2, 3, 7, 9), (2, 3), (0, 5), (2, 3, 2)),
+    ((3, 7, 9), (2, 3), (4, 5), (1, 3, 2)), ((2, 3, 7, 9), (2, 3), (4, 5), (4, 3, 2)),
+    ((2, 2, 5, 6, 7), (2, 2, 3), (3, 4, 4), (2, 2, 3)),
+    ((2, 5, 6, 7), (2, 3, 2), (2, 2, 5), (1, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("case", FRACTIONAL_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_fractional_max_pool_matches_the_cpu_for_given_samples(case, dtype, each_eager_mode,
+                                                                fallback_error):
+    """The windows follow from the samples: with the same samples, values and indices equal the
+    CPU's, NaN (the last one in a window wins) and ties (the first) included, and gradients."""
+    shape, kernel, size, samples_shape = case
+    op = torch.ops.aten.fractional_max_pool2d if len(kernel) == 2 else \
+        torch.ops.aten.fractional_max_pool3d
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=dtype)
+    x.view(-1)[3:5] = float("nan")
+    x.view(-1)[-20:] = 1.0
+    samples = torch.rand(samples_shape, dtype=dtype)
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    values, indices = op(xc, kernel, size, samples)
+    got_values, got_indices = op(xt, kernel, size, samples.to("tpu"))
+    torch.testing.assert_close(got_values.detach().cpu(), values.detach(), equal_nan=True,
+                               rtol=0, atol=0)
+    assert torch.equal(got_indices.cpu(), indices)
+    if values.numel() and torch.isfinite(values).all():
+        values.sum().backward()
+        got_values.sum().backward()
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad)
+
+
+def test_fractional_max_pool_draws_on_the_device_and_refuses_as_the_cpu(fallback_error):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 9, device="tpu")
+    values, indices = F.fractional_max_pool2d(x, 3, output_ratio=(0.5, 0.5), return_indices=True)
+    assert values.shape == (2, 3, 4, 4) and indices.device.type == "tpu"
+    assert F.fractional_max_pool3d(x[:, :, None].expand(2, 3, 4, 9, 9), 2,
+                                   output_size=(2, 3, 3)).shape == (2, 3, 2, 3, 3)
+    bad = [lambda d: torch.ops.aten.fractional_max_pool2d(
+               torch.randn(1, 2, 7, 9, device=d), (5, 3), (4, 5), torch.rand(1, 2, 2, device=d)),
+           lambda d: torch.ops.aten.fractional_max_pool2d(
+               torch.randn(1, 2, 7, 9, device=d), (2, 3), (4, 5), torch.rand(1, 2, 3, device=d)),
+           lambda d: torch.ops.aten.fractional_max_pool2d(
+               torch.randn(7, 9, device=d), (2, 3), (4, 5), torch.rand(1, 1, 2, device=d)),
+           lambda d: torch.ops.aten.fractional_max_pool2d(
+               torch.randn(1, 2, 7, 9, device=d), (2, 3), (4, 5),
+               torch.rand(1, 2, 2, device=d, dtype=torch.float64)),
+           lambda d: torch.ops.aten.fractional_max_pool2d(
+               torch.ones(1, 2, 7, 9, device=d, dtype=torch.long), (2, 3), (4, 5),
+               torch.ones(1, 2, 2, device=d, dtype=torch.long)),
+           lambda d: torch.ops.aten.fractional_max_pool2d(
+               torch.randn(2, 2, 7, 9, device=d), (2, 3), (4, 5), torch.rand(1, 2, 2, device=d))]
+    for call in bad:
+        with pytest.raises(Exception) as cpu:
+            call("cpu")
+        with pytest.raises(cpu.type, match=re.escape(str(cpu.value).splitlines()[0])):
+            call("tpu")
