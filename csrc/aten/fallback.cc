@@ -29,7 +29,11 @@ std::vector<std::pair<std::string, int64_t>> cpu_fallback_counts() {
   return {counts.begin(), counts.end()};
 }
 
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+namespace {
+
+// Runs the op on the CPU with its kernel for `cpu_key` (CPU, or NestedTensorCPU for nested
+// tensors), after the policy's check, the warning and the count.
+void fall_back(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   const c10::OperatorName& name = op.schema().operator_name();
   std::string op_name = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error, "torchtpu: ", op_name,
@@ -48,7 +52,17 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (engine::capturing()) {
     engine::capture_breaks_because(op_name + " has no tpu lowering and runs on the CPU");
   }
-  at::native::cpu_fallback(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
+}
+
+}  // namespace
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fall_back(op, stack, c10::DispatchKey::CPU);
+}
+
+void nested_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fall_back(op, stack, c10::DispatchKey::NestedTensorCPU);
 }
 
 }  // namespace torchtpu::aten

@@ -248,6 +248,8 @@ std::vector<std::string> lowered_operators();
 
 // Ops without a lowering run on the CPU (fallback.cc).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The same for ops on nested tpu tensors, through their NestedTensorCPU kernels.
+void nested_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Whether host ops are on and a call on `tensors` reads and writes only small integer or boolean
 // tensors outside a capture: what may run on the host (host_ops.cc).
 bool small_integer_work(const std::vector<const at::Tensor*>& tensors);

@@ -60,3 +60,28 @@ def test_lowered_ops_do_not_fall_back(fallback_error):
 def test_fallback_policy_is_validated():
     with pytest.raises(RuntimeError, match="TORCHTPU_CPU_FALLBACK must be 'warn' or 'error'"):
         torchtpu._C._set_cpu_fallback_policy("ignore")
+
+
+def test_nested_tensors_run_on_the_cpu_and_come_back():
+    """Nested tpu tensors (what nn.TransformerEncoder's inference fast path makes of a padded
+    batch) copy between the devices, and their ops run through the CPU's nested kernels: the
+    encoder with a padding mask had raised NotImplementedError."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2).eval()
+    x = torch.randn(2, 5, 16)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[1, 3:] = True
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = enc(x, src_key_padding_mask=mask)
+        got = enc.to("tpu")(x.to("tpu"), src_key_padding_mask=mask.to("tpu"))
+        assert got.device.type == "tpu"
+        torch.testing.assert_close(got.cpu(), expected)
+        a, b = torch.randn(2, 4), torch.randn(3, 4)
+        nested = torch.nested.nested_tensor([a, b], device="tpu")
+        assert nested.is_nested and nested.device.type == "tpu"
+        padded = (nested * 2 + 1).to_padded_tensor(-1.0)
+        expected = (torch.nested.nested_tensor([a, b]) * 2 + 1).to_padded_tensor(-1.0)
+        torch.testing.assert_close(padded.cpu(), expected)
+        assert torch.equal(nested.cpu().unbind()[1], b)
