@@ -263,10 +263,10 @@ at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std,
   return normal_(out, 0, std, gen).add_(mean);
 }
 
+// The functional forms: the out= forms into an empty tensor, which they check and size.
 at::Tensor normal_tensor_float(const at::Tensor& mean, double std,
                                std::optional<at::Generator> gen) {
-  check_std(std);
-  at::Tensor out = at::empty(mean.sizes(), mean.options());
+  at::Tensor out = at::empty({0}, mean.options());
   return normal_tensor_float_out(mean, std, gen, out);
 }
 
@@ -279,7 +279,7 @@ at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std,
 
 at::Tensor normal_float_tensor(double mean, const at::Tensor& std,
                                std::optional<at::Generator> gen) {
-  at::Tensor out = at::empty(std.sizes(), std.options());
+  at::Tensor out = at::empty({0}, std.options());
   return normal_float_tensor_out(mean, std, gen, out);
 }
 
@@ -292,8 +292,7 @@ at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& s
 
 at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std,
                                 std::optional<at::Generator> gen) {
-  check_std(std);
-  at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options());
+  at::Tensor out = at::empty({0}, mean.options());
   return normal_tensor_tensor_out(mean, std, gen, out);
 }
 

@@ -262,7 +262,6 @@ Values dirichlet(FunctionBuilder& b, const Values& v, const Attrs& a) {
   double floor = std::log(std::numeric_limits<double>::min());
   x = where(cmp(x, "GT", floor), x, floor);
   Dims last = {static_cast<int64_t>(dims.size()) - 1};
-  Dims kept(dims.begin(), dims.end() - 1);
   Dims keep_axes;
   for (size_t d = 0; d + 1 < dims.size(); ++d) keep_axes.push_back(static_cast<int64_t>(d));
   Num top{&b, broadcast_in_dim(b, reduce_extreme(b, x.v, last, true), dims, keep_axes)};
