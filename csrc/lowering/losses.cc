@@ -71,12 +71,20 @@ Value one_hot(FunctionBuilder& b, const Value& target, int64_t n, int64_t classe
                  broadcast_in_dim(b, target, {n, classes}, {0}), "EQ");
 }
 
+// The samples nll counts, [n]: those whose target is not ignore_index. The CPU skips the others,
+// so they stay exactly 0 in the loss and the gradient, whatever their scores (inf, NaN) and
+// however the total weight came out (0 when every target is ignored).
+Value nll_counted(FunctionBuilder& b, const Value& target, int64_t ignore_index) {
+  return compare(b, target,
+                 full(b, ElementType::kS64, target.shape.dims, static_cast<double>(ignore_index)),
+                 "NE");
+}
+
 // Per-sample weights of nll: 0 where the target is ignored, the class weight otherwise.
-Value nll_weights(FunctionBuilder& b, const Value& target, const Value& onehot, const Value* weight,
-                  int64_t ignore_index, ElementType c) {
-  int64_t n = target.shape.dims[0], classes = onehot.shape.dims[1];
-  Value ignore = full(b, ElementType::kS64, {n}, static_cast<double>(ignore_index));
-  Value w = convert(b, compare(b, target, ignore, "NE"), c);
+Value nll_weights(FunctionBuilder& b, const Value& counted, const Value& onehot,
+                  const Value* weight, ElementType c) {
+  int64_t n = counted.shape.dims[0], classes = onehot.shape.dims[1];
+  Value w = convert(b, counted, c);
   if (weight == nullptr) return w;
   return mul(b, w, pick(b, onehot, broadcast_in_dim(b, convert(b, *weight, c), {n, classes}, {1})));
 }
@@ -90,8 +98,10 @@ Values nll_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value target = reshape(b, convert(b, v[1], ElementType::kS64), {n});
   Value onehot = one_hot(b, target, n, classes);
   bool has_weight = !a.has("weight_absent");
-  Value w = nll_weights(b, target, onehot, has_weight ? &v[2] : nullptr, a.i("ignore_index"), c);
-  Value losses = unary(b, "stablehlo.negate", mul(b, pick(b, onehot, x), w));
+  Value counted = nll_counted(b, target, a.i("ignore_index"));
+  Value w = nll_weights(b, counted, onehot, has_weight ? &v[2] : nullptr, c);
+  Value losses = select(b, counted, unary(b, "stablehlo.negate", mul(b, pick(b, onehot, x), w)),
+                        full(b, c, {n}, 0));
   Value total = sum_all(b, w);
   int64_t reduction = a.i("reduction");
   Value out = losses;
@@ -115,7 +125,8 @@ Values nll_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
   bool has_weight = !a.has("weight_absent");
   Value total = convert(b, v[has_weight ? 4 : 3], c);
   Value onehot = one_hot(b, target, n, classes);
-  Value w = nll_weights(b, target, onehot, has_weight ? &v[3] : nullptr, a.i("ignore_index"), c);
+  Value counted = nll_counted(b, target, a.i("ignore_index"));
+  Value w = nll_weights(b, counted, onehot, has_weight ? &v[3] : nullptr, c);
   int64_t reduction = a.i("reduction");
   Value scale;  // per-sample gradient scale, [n]
   if (reduction == kNone) {
@@ -126,7 +137,9 @@ Values nll_loss_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
       scale = divide(b, scale, broadcast_in_dim(b, reshape(b, total, {}), {n}, {}));
     }
   }
-  Value grad = select(b, onehot,
+  Value written =
+      binary(b, "stablehlo.and", onehot, broadcast_in_dim(b, counted, {n, classes}, {0}));
+  Value grad = select(b, written,
                       broadcast_in_dim(b, unary(b, "stablehlo.negate", scale), {n, classes}, {0}),
                       full(b, c, {n, classes}, 0));
   return {convert(b, from_rows(b, grad, shape), t)};

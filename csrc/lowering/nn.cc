@@ -29,18 +29,22 @@ Value max_keep(FunctionBuilder& b, const Value& x, const Dims& axes) {
   return spread(b, reduce_extreme(b, x, axes, true), x.shape.dims, axes);
 }
 
+Value as_row_if_scalar(FunctionBuilder& b, const Value& x) {
+  return x.shape.rank() == 0 ? reshape(b, x, {1}) : x;
+}
+
 // _softmax / _log_softmax(self, dim, half_to_float)
 LoweringRule softmax(bool log) {
   return [log](FunctionBuilder& b, const Values& v, const Attrs& a) {
     ElementType t = out_type(a), c = opmath(t);
-    Value x = convert(b, v[0], c);
-    if (x.shape.rank() == 0) return Values{convert(b, full(b, c, {}, log ? 0 : 1), t)};
+    // A 0-d tensor is its one element along dim 0, so NaN and inf propagate as in a row.
+    Value x = as_row_if_scalar(b, convert(b, v[0], c));
     Dims axes{normalize_dim(a.i("dim"), x.shape.rank())};
     Value shifted = sub(b, x, max_keep(b, x, axes));
     Value e = unary(b, "stablehlo.exponential", shifted);
     Value s = sum_keep(b, e, axes);
     Value y = log ? sub(b, shifted, unary(b, "stablehlo.log", s)) : divide(b, e, s);
-    return Values{convert(b, y, t)};
+    return Values{convert(b, reshape(b, y, v[0].shape.dims), t)};
   };
 }
 
@@ -48,12 +52,12 @@ LoweringRule softmax(bool log) {
 LoweringRule softmax_backward(bool log) {
   return [log](FunctionBuilder& b, const Values& v, const Attrs& a) {
     ElementType t = out_type(a), c = opmath(t);
-    Value g = convert(b, v[0], c), y = convert(b, v[1], c);
-    if (g.shape.rank() == 0) return Values{convert(b, log ? g : full(b, c, {}, 0), t)};
+    Value g = as_row_if_scalar(b, convert(b, v[0], c));
+    Value y = as_row_if_scalar(b, convert(b, v[1], c));
     Dims axes{normalize_dim(a.i("dim"), g.shape.rank())};
     Value r = log ? sub(b, g, mul(b, unary(b, "stablehlo.exponential", y), sum_keep(b, g, axes)))
                   : mul(b, y, sub(b, g, sum_keep(b, mul(b, g, y), axes)));
-    return Values{convert(b, r, t)};
+    return Values{convert(b, reshape(b, r, v[0].shape.dims), t)};
   };
 }
 

@@ -19,6 +19,13 @@ from test_opinfo import _load_op_db
 nan, inf = math.nan, math.inf
 F = torch.nn.functional
 
+def _grad(fn, x):
+    """fn(x) and its gradient at x."""
+    x = x.detach().requires_grad_()
+    y = fn(x)
+    return y, torch.autograd.grad(y.sum(), x)[0]
+
+
 def vec(*values, device):
     return torch.tensor(values, device=device)
 
@@ -116,6 +123,26 @@ CASES = {
     "softmax_nan_row": lambda d: torch.softmax(mat([[nan, 1.0], [1.0, 2.0]], d), 1),
     "log_softmax_nan_row": lambda d: torch.log_softmax(mat([[nan, 1.0], [1.0, 2.0]], d), 1),
     "softmax_inf": lambda d: torch.softmax(mat([[inf, 1.0], [-inf, -inf]], d), 1),
+    # A 0-d tensor is a row of one: NaN and inf propagate, and the gradient is 0.
+    "softmax_0d": lambda d: [torch.softmax(torch.tensor(v, device=d), 0) for v in (nan, inf, 2.)],
+    "log_softmax_0d": lambda d: [torch.log_softmax(torch.tensor(v, device=d), 0)
+                                 for v in (nan, -inf, 2.)],
+    "softmax_0d_grad": lambda d: [_grad(lambda x: f(x, 0) * 3, torch.tensor(2.0, device=d))
+                                  for f in (torch.softmax, torch.log_softmax)],
+    # nll skips the ignored samples: their scores (NaN, inf) never reach the loss or the
+    # gradient, even when all are ignored and the mean divides by a total weight of 0.
+    "nll_ignored_scores": lambda d: [
+        F.nll_loss(mat([[nan, inf, 1.0], [0.5, -1.0, 2.0]], d), vec(1, 2, device=d),
+                   ignore_index=1, reduction=r) for r in ("none", "sum", "mean")],
+    "nll_2d_ignored_scores": lambda d: F.nll_loss(
+        torch.tensor([[[[nan]], [[-inf]]], [[[1.0]], [[2.0]]]], device=d),
+        torch.tensor([[[1]], [[0]]], device=d), ignore_index=1, reduction="none"),
+    "cross_entropy_all_ignored_grad": lambda d: _grad(
+        lambda x: F.cross_entropy(x, vec(1, 1, device=d), ignore_index=1),
+        mat([[0.5, -1.2, 3.0], [2.0, 0.1, -16.0]], d)),
+    "nll_ignored_grad": lambda d: _grad(
+        lambda x: F.nll_loss(x, vec(1, 0, device=d), ignore_index=1, reduction="sum"),
+        mat([[nan, inf, 1.0], [0.5, -1.0, 2.0]], d)),
     "max_pool2d": lambda d: F.max_pool2d(torch.tensor([[[[1.0, nan], [2.0, 3.0]]]], device=d), 2),
     "max_pool2d_indices": lambda d: F.max_pool2d(
         torch.tensor([[[[1.0, nan, 2.0], [nan, 3.0, inf]]]], device=d), 2, 1,

@@ -1,8 +1,11 @@
 """nn building blocks on "tpu", forward and backward, against CPU, with no CPU fallback."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._pytree import tree_flatten
 
 pytestmark = pytest.mark.usefixtures("fallback_error")
 
@@ -305,3 +308,53 @@ def test_native_group_norm_matches_the_cpu_on_empty_inputs_and_groups(shape, eac
             x.to(device), w.to(device), b.to(device), shape[0], 6, hw, 2, 1e-5)]
     for got, expected in zip(run("tpu"), run("cpu"), strict=True):
         torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+# The recurrent layers call a fused cell per step on tpu (`_thnn_fused_lstm_cell`,
+# `_thnn_fused_gru_cell`, csrc/aten/ops_rnn.cc): every eager mode, no_grad, inference mode and
+# torch.compile, with packed sequences, two layers and both directions.
+RNNS = {
+    "lstm": lambda: torch.nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+    "lstm_proj": lambda: torch.nn.LSTM(4, 6, proj_size=3),
+    "gru": lambda: torch.nn.GRU(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+    "lstm_cell": lambda: torch.nn.LSTMCell(4, 5),
+    "gru_cell": lambda: torch.nn.GRUCell(4, 5, bias=False),
+}
+
+
+def _rnn_run(name, module, device, how):
+    torch.manual_seed(0)
+    cell = name.endswith("cell")
+    x = torch.randn(3, 4) if cell else torch.randn(3, 6, 4)
+    x = x.to(device).requires_grad_()
+    inputs = x
+    if name == "lstm" and how == "packed":
+        inputs = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([6, 4, 2]),
+                                                         batch_first=True)
+    forward = module
+    if how == "compiled":
+        forward = torch.compile(module, backend="tpu" if device == "tpu" else "eager")
+    if how in ("no_grad", "inference"):
+        with torch.no_grad() if how == "no_grad" else torch.inference_mode():
+            out = forward(inputs)
+        return [t.cpu() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    out = forward(inputs)
+    flat = [t for t in tree_flatten(out)[0]
+            if isinstance(t, torch.Tensor) and t.dtype.is_floating_point]
+    loss = sum((t * torch.arange(t.numel(), device=device).reshape(t.shape).sin()).sum()
+               for t in flat)
+    grads = torch.autograd.grad(loss, [x] + list(module.parameters()))
+    return [t.detach().cpu() for t in flat] + [g.cpu() for g in grads]
+
+
+@pytest.mark.parametrize("name,how", [(name, how) for name in sorted(RNNS)
+                                      for how in ("autograd", "no_grad", "inference", "compiled")]
+                         + [("lstm", "packed")])
+def test_recurrent_layers_match_cpu(name, how, each_eager_mode):
+    torch.manual_seed(0)
+    module = RNNS[name]()
+    expected = _rnn_run(name, copy.deepcopy(module), "cpu", how)
+    got = _rnn_run(name, copy.deepcopy(module).to("tpu"), "tpu", how)
+    assert len(got) == len(expected)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
