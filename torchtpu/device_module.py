@@ -39,6 +39,14 @@ def is_initialized() -> bool:
     return _C._started()
 
 
+def __getattr__(name: str) -> Any:
+    # `_initialized`, as torch.cuda has it: torch.utils.checkpoint saves and restores a device's
+    # generator around a recomputed forward only where its module says it is initialized.
+    if name == "_initialized":
+        return _C._started()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _is_in_bad_fork() -> bool:
     """True in the child of a fork made after the runtime started: tpu cannot be used there."""
     return _C._is_in_bad_fork()

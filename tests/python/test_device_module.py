@@ -110,6 +110,35 @@ def test_manual_seed_reaches_the_tpu_generator():
     assert g.initial_seed() == 5 and g.device == torch.device("tpu", 0)
 
 
+def test_initialized_says_whether_the_runtime_started():
+    code = ("import torch, torchtpu; print(torch.tpu._initialized); "
+            "torch.ones(1, device='tpu'); print(torch.tpu._initialized)")
+    assert run_python(code).stdout.split() == ["False", "True"]
+
+
+# Activation checkpointing recomputes the forward in the backward with the device generator
+# restored (torch.utils.checkpoint reads the device module's `_initialized`), so dropout draws the
+# forward's mask again: the gradients are those of the model without checkpointing. Without it,
+# the recompute had drawn new masks: silently wrong gradients.
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recomputes_dropout_with_the_forwards_mask(reentrant, each_eager_mode):
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5),
+                                torch.nn.Linear(8, 1)).to("tpu")
+    x = torch.randn(4, 8, device="tpu", requires_grad=True)
+    grads = []
+    for run in (model, lambda t: checkpoint(model, t, use_reentrant=reentrant)):
+        model.zero_grad()
+        torch.manual_seed(1)
+        run(x).sum().backward()
+        grads.append([p.grad.cpu() for p in model.parameters()])
+    assert any((g != 0).any() and (g == 0).any() for g in grads[0])  # dropout dropped some
+    for plain, recomputed in zip(*grads):
+        torch.testing.assert_close(recomputed, plain)
+
+
 @pytest.mark.usefixtures("strict_mode")
 def test_memory_allocated_counts_written_storages():
     before = torch.tpu.memory_allocated()
