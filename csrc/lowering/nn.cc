@@ -483,6 +483,56 @@ Values attention_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
                 convert(b, dv, at.v.shape.type)};
 }
 
+// Weight norm's slices of a tensor of sizes `dims`: the axes of each slice, every one but `dim`.
+struct WeightNormSlices {
+  Dims axes, dims;
+};
+WeightNormSlices weight_norm_slices(const Value& v, int64_t dim) {
+  int64_t rank = static_cast<int64_t>(v.shape.rank()), kept = normalize_dim(dim, rank);
+  WeightNormSlices s;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != kept) s.axes.push_back(d);
+  }
+  s.dims = v.shape.dims;
+  return s;
+}
+
+// A per-slice value (g, norms) in the norms' shape: `dim` kept, the others 1.
+Value as_slices(FunctionBuilder& b, const Value& x, const WeightNormSlices& s, ElementType c) {
+  Dims kept = s.dims;
+  for (int64_t d : s.axes) kept[d] = 1;
+  return reshape(b, convert(b, x, c), kept);
+}
+
+// _weight_norm_interface(v, g, dim) -> (w, norms): each slice's 2-norm over every dimension but
+// dim (in the accumulate type, shaped as g), and w = v * (g / norms), as the CPU kernel computes.
+Values weight_norm(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  WeightNormSlices s = weight_norm_slices(v[0], a.i("dim"));
+  Value x = convert(b, v[0], c);
+  Value norms = unary(b, "stablehlo.sqrt",
+                      keep_dims(b, sum_over(b, mul(b, x, x), s.axes), s.dims, s.axes));
+  Value w = mul(b, x, broadcast_to(b, divide(b, as_slices(b, v[1], s, c), norms), s.dims));
+  return {convert(b, w, t), convert(b, reshape(b, norms, out_shape(a, 1)), out_type(a, 1))};
+}
+
+// _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim)
+//   -> (grad_v, grad_g): with s = sum(grad_w * v) per slice, grad_g = s / norms and
+//   grad_v = (g / norms) * grad_w - (g / norms) * grad_g / norms * v.
+Values weight_norm_backward(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  ElementType t = out_type(a), c = opmath(t);
+  WeightNormSlices s = weight_norm_slices(v[1], a.i("dim"));
+  Value gw = convert(b, v[0], c), x = convert(b, v[1], c);
+  Value g = as_slices(b, v[2], s, c), norms = as_slices(b, v[3], s, c);
+  Value grad_g =
+      divide(b, keep_dims(b, sum_over(b, mul(b, gw, x), s.axes), s.dims, s.axes), norms);
+  Value scale = divide(b, g, norms);
+  Value shift = divide(b, mul(b, scale, grad_g), norms);
+  Value grad_v = sub(b, mul(b, broadcast_to(b, scale, s.dims), gw),
+                      mul(b, broadcast_to(b, shift, s.dims), x));
+  return {convert(b, grad_v, t), convert(b, reshape(b, grad_g, out_shape(a, 1)), out_type(a, 1))};
+}
+
 void register_nn_rules(Registry& r) {
   r.add("group_norm", group_norm, {"native_group_norm", "native_group_norm.out"});
   r.add("group_norm_backward", group_norm_backward,
@@ -504,6 +554,9 @@ void register_nn_rules(Registry& r) {
         {"native_layer_norm_backward", "native_layer_norm_backward.out"});
   r.add("attention", attention);
   r.add("attention_backward", attention_backward);
+  r.add("weight_norm", weight_norm, {"_weight_norm_interface", "_weight_norm_interface.out"});
+  r.add("weight_norm_backward", weight_norm_backward,
+        {"_weight_norm_interface_backward", "_weight_norm_interface_backward.out"});
   r.add("embedding_backward", embedding_backward,
         {"embedding_dense_backward", "embedding_dense_backward.out"});
 }

@@ -358,3 +358,42 @@ def test_recurrent_layers_match_cpu(name, how, each_eager_mode):
     assert len(got) == len(expected)
     for e, g in zip(expected, got):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
+# Weight norm (`torch.nn.utils.parametrizations.weight_norm`) runs `_weight_norm_interface` and its
+# backward, which had fallen back to the CPU: each norm dimension, bfloat16 (norms in float32),
+# and a zero slice (its norm 0: NaN, as on the CPU).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", [((3, 4), 0), ((3, 4), 1), ((2, 3, 5), 0), ((2, 3, 5), 2)])
+def test_weight_norm_interface_matches_cpu(shape, dim, dtype, each_eager_mode):
+    torch.manual_seed(0)
+    v = torch.randn(shape).to(dtype)
+    v[0] = 0
+    g = torch.randn([s if i == dim else 1 for i, s in enumerate(shape)]).to(dtype)
+    results = []
+    for device in ("cpu", "tpu"):
+        vv, gg = v.to(device).requires_grad_(), g.to(device).requires_grad_()
+        w, norms = torch.ops.aten._weight_norm_interface(vv, gg, dim)
+        grad_w = torch.arange(w.numel(), device=device).reshape(w.shape).sin().to(dtype)
+        results.append([t.detach().cpu() for t in
+                        (w, norms, *torch.autograd.grad(w, [vv, gg], grad_w))])
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    for expected, got in zip(*results):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        torch.testing.assert_close(got, expected, rtol=tol, atol=tol, equal_nan=True)
+
+
+def test_weight_norm_parametrization_trains_like_cpu():
+    results = []
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(2, 3, 3)).to(device)
+        x = torch.randn(2, 2, 7).to(device)
+        opt = torch.optim.SGD(conv.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            conv(x).square().mean().backward()
+            opt.step()
+        results.append([p.detach().cpu() for p in conv.parameters()])
+    for expected, got in zip(*results):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
