@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "aten/TpuGuard.h"
 #include "engine/eager.h"
 #include "engine/program.h"
@@ -10,7 +13,19 @@
 namespace torchtpu::aten {
 namespace {
 
-void delete_handle(void* context) { delete static_cast<engine::StorageHandle*>(context); }
+// The live handles by address, for storages that wrap a tpu address without owning it
+// (`at::from_blob` of a storage's data pointer, as PyTorch's pickling of a storage does).
+std::mutex live_mutex;
+std::unordered_map<const void*, engine::StorageHandle*> live;
+
+void delete_handle(void* context) {
+  auto* handle = static_cast<engine::StorageHandle*>(context);
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.erase(handle->address());
+  }
+  delete handle;
+}
 
 class TpuAllocator final : public c10::Allocator {
  public:
@@ -31,6 +46,10 @@ c10::Allocator* tpu_allocator() { return &allocator; }
 c10::DataPtr allocate_on(int device, size_t nbytes) {
   engine::refuse_in_forked_child();
   auto* handle = new engine::StorageHandle(device, nbytes);
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live[handle->address()] = handle;
+  }
   return c10::DataPtr(handle->address(), handle, &delete_handle,
                       c10::Device(c10::DeviceType::PrivateUse1,
                                   static_cast<c10::DeviceIndex>(device)));
@@ -38,9 +57,16 @@ c10::DataPtr allocate_on(int device, size_t nbytes) {
 
 engine::StorageHandle& storage_handle(const c10::Storage& storage) {
   const c10::DataPtr& ptr = storage.data_ptr();
-  TORCH_CHECK(ptr.get_deleter() == &delete_handle && ptr.get_context() != nullptr,
+  if (ptr.get_deleter() == &delete_handle && ptr.get_context() != nullptr) {
+    return *static_cast<engine::StorageHandle*>(ptr.get_context());
+  }
+  // A storage made from a live storage's address (at::from_blob) is that storage's handle; one
+  // whose bytes reach past that storage's is not.
+  std::lock_guard<std::mutex> lock(live_mutex);
+  auto found = live.find(ptr.get());
+  TORCH_CHECK(found != live.end() && storage.nbytes() <= found->second->nbytes(),
               "torchtpu: this storage was not allocated by torchtpu");
-  return *static_cast<engine::StorageHandle*>(ptr.get_context());
+  return *found->second;
 }
 
 void resize_storage(const c10::Storage& storage, size_t nbytes) {

@@ -191,6 +191,23 @@ def test_save_and_load_round_trip():
     assert torch.load(buffer, map_location="cpu").tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
+# pickle.dumps of a tpu tensor (and torch.save's legacy format) writes each storage through a
+# tensor that at::from_blob makes of the storage's address; it had raised "this storage was not
+# allocated by torchtpu". A view keeps its strides and offset, and a module pickles whole.
+def test_pickle_and_the_legacy_save_format(tmp_path):
+    import pickle
+
+    view = torch.arange(12.0, device="tpu").view(3, 4)[:, 1:]
+    got = pickle.loads(pickle.dumps(view))
+    assert got.device.type == "tpu" and torch.equal(got.cpu(), view.cpu())
+    assert got.stride() == view.stride() and got.storage_offset() == view.storage_offset()
+    model = torch.nn.Linear(3, 2).to("tpu")
+    copied = pickle.loads(pickle.dumps(model))
+    assert torch.equal(copied.weight.cpu(), model.weight.cpu())
+    torch.save(view, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert torch.equal(torch.load(tmp_path / "legacy.pt").cpu(), view.cpu())
+
+
 def test_data_pointers_are_distinct_and_never_host_memory():
     a = torch.empty(100, device="tpu")
     b = torch.empty(100, device="tpu")
