@@ -54,10 +54,12 @@ if not hasattr(torch, "tpu"):
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
 
+from . import _multiprocessing
 from . import fused_optim as _fused_optim
 from .topology import distributed_mesh
 
 _fused_optim.install()
+_multiprocessing.install()
 
 if torch.distributed.is_available():  # the c10d backend "tpu" (torch.distributed is loaded already)
     from . import distributed as _distributed

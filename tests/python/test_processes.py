@@ -125,3 +125,31 @@ def test_exit_with_an_idle_daemon_thread_that_used_tpu_is_clean():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[2.0, 2.0, 2.0]"
+
+
+
+# torch.multiprocessing shares CUDA tensors with the receiver; a tpu storage belongs to this
+# process's client, so sending one raises what to do instead (it had failed with "_share_fd_: only
+# available on CPU"). CPU tensors still go through shared memory.
+def test_tpu_tensors_sent_to_another_process_raise_what_to_do():
+    r = run_python("""
+        import torch, torch.multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        for sent in (torch.ones(2, device="tpu"), torch.nn.Parameter(torch.ones(2, device="tpu"))):
+            try:
+                ctx.Process(target=print, args=(sent,)).start()
+                print("started")
+            except RuntimeError as e:
+                print("RuntimeError", e)
+        child = ctx.Process(target=print, args=(torch.ones(2),))
+        child.start()
+        child.join()
+        print("cpu exit", child.exitcode)
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4, r.stdout
+    for line in lines[:2]:
+        assert line.startswith("RuntimeError torchtpu: a tpu tensor cannot be shared"), line
+        assert "send tensor.cpu()" in line
+    assert lines[2:] == ["tensor([1., 1.])", "cpu exit 0"]
