@@ -2,6 +2,8 @@
 lowering covers the call, PyTorch's math composite elsewhere; both against the CPU, forward and
 gradients, in every eager mode."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -267,3 +269,62 @@ def test_forward_mode_gradients_take_the_composite():
         got = tangent("tpu")
     assert FUSED not in log.ops
     torch.testing.assert_close(got, expected, rtol=2e-6, atol=2e-6)
+
+
+# nn.MultiheadAttention's and nn.TransformerEncoderLayer's inference fast paths
+# (`_native_multi_head_attention`, `_transformer_encoder_layer_fwd`, csrc/aten/ops_transformer.cc),
+# which had run on the CPU fallback: every mask kind the modules pass (a key padding mask, an
+# attention mask of 2 or 3 dimensions, both), a key padding mask hiding every key of a row (NaN
+# there, as on the CPU), and the attention weights averaged or per head.
+B, L, E, H = 2, 5, 16, 4
+PADDING = [[False, False, False, True, True], [False, True, False, False, False]]
+MHA_MASKS = {
+    "none": lambda: {},
+    "padding": lambda: {"key_padding_mask": torch.tensor(PADDING)},
+    "padding_whole_row": lambda: {"key_padding_mask": torch.tensor([[True] * L, PADDING[1]])},
+    "attn_mask": lambda: {"attn_mask": torch.ones(L, L, dtype=torch.bool).triu(1)},
+    "attn_mask_3d": lambda: {
+        "attn_mask": torch.rand(B * H, L, L, generator=torch.Generator().manual_seed(1)) > 0.7},
+    "both": lambda: {"attn_mask": torch.ones(L, L, dtype=torch.bool).triu(1),
+                     "key_padding_mask": torch.tensor(PADDING)},
+}
+
+
+def _fast_path_outputs(module, x, kwargs, device):
+    module = copy.deepcopy(module).to(device)
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    with torch.no_grad():
+        out = module(*([x.to(device)] * (3 if isinstance(module, torch.nn.MultiheadAttention)
+                                         else 1)), **kwargs)
+    return [t if t is None else t.cpu() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+@pytest.mark.parametrize("mask", sorted(MHA_MASKS))
+def test_multi_head_attention_fast_path_matches_cpu(mask, need_weights, average):
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(E, H, batch_first=True).eval()
+    x = torch.randn(B, L, E)
+    kwargs = dict(MHA_MASKS[mask](), need_weights=need_weights, average_attn_weights=average)
+    expected = _fast_path_outputs(mha, x, kwargs, "cpu")
+    got = _fast_path_outputs(mha, x, kwargs, "tpu")
+    for e, g in zip(expected, got):
+        assert (e is None) == (g is None)
+        if e is not None:
+            torch.testing.assert_close(g, e, equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("mask", ["none", "src_mask", "causal"])
+def test_transformer_encoder_layer_fast_path_matches_cpu(activation, norm_first, mask):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(E, H, 32, activation=activation,
+                                             norm_first=norm_first, batch_first=True).eval()
+    x = torch.randn(B, L, E)
+    kwargs = {"none": {}, "src_mask": {"src_mask": torch.ones(L, L, dtype=torch.bool).triu(1)},
+              "causal": {"src_mask": torch.nn.Transformer.generate_square_subsequent_mask(L),
+                         "is_causal": True}}[mask]
+    expected = _fast_path_outputs(layer, x, kwargs, "cpu")
+    got = _fast_path_outputs(layer, x, kwargs, "tpu")
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)
