@@ -70,13 +70,21 @@ bool needs_cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IVa
       if (found[k] != static_cast<int64_t>(at::MemOverlapStatus::No)) return true;
     }
   }
+  // A norm's backward takes the statistics its forward saved, float32 for a half-type input (as
+  // on CUDA), where the CPU's forward saves them in the input's type and its backward refuses
+  // others; batch norm in eval mode saves empty ones (`save_mean`, `save_invstd`).
+  const std::string& name = schema.name();
+  const std::string suffix = "norm_backward";
+  bool saved_statistics = name.size() > suffix.size() &&
+                          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   std::optional<at::ScalarType> floating;
   bool mixed_floating = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (schema.arguments()[i].is_out()) return true;
+    bool saved = saved_statistics && schema.arguments()[i].name().rfind("save_", 0) == 0;
     for (const at::Tensor& t : tensors_of(args[i])) {
       if (!t.defined() || is_cpu_scalar(t)) continue;
-      if (t.numel() == 0) return true;
+      if (t.numel() == 0 && !saved) return true;
       // Complex values have no order, and the meta functions do not refuse them where the CPU
       // does (sort, topk, median, clamp, maximum, nansum, ...). A random op is left out: its CPU
       // run would draw from the CPU's generator.
@@ -87,13 +95,7 @@ bool needs_cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IVa
       }
     }
   }
-  // Elementwise ops promote mixed operands; products, convolutions and the like refuse them. A
-  // norm's backward takes the statistics its forward saved, float32 for a half-type input (as on
-  // CUDA), where the CPU's forward saves them in the input's type and its backward refuses others.
-  const std::string& name = schema.name();
-  const std::string suffix = "norm_backward";
-  bool saved_statistics = name.size() > suffix.size() &&
-                          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  // Elementwise ops promote mixed operands; products, convolutions and the like refuse them.
   return mixed_floating && !elementwise && !saved_statistics;
 }
 

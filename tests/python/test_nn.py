@@ -397,3 +397,28 @@ def test_weight_norm_parametrization_trains_like_cpu():
         results.append([p.detach().cpu() for p in conv.parameters()])
     for expected, got in zip(*results):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+# Batch norm in eval mode saves empty statistics, float32 for a half-type input as on CUDA (the
+# CPU's are in the parameters' type); the backward's check against the CPU had handed those to the
+# CPU's kernel, which refused them ("expected scalar type BFloat16 but found Float").
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("module,shape", [
+    (lambda: torch.nn.BatchNorm1d(3), (4, 3)),
+    (lambda: torch.nn.BatchNorm2d(3), (2, 3, 4, 4)),
+    (lambda: torch.nn.InstanceNorm1d(3, affine=True, track_running_stats=True), (2, 3, 5)),
+], ids=["batch_norm1d", "batch_norm2d", "instance_norm1d"])
+def test_eval_norm_backward_in_half_types_matches_cpu(module, shape, dtype, each_eager_mode):
+    torch.manual_seed(0)
+    norm = module().eval().to(dtype)
+    x = torch.randn(shape).to(dtype)
+    results = []
+    for device in ("cpu", "tpu"):
+        moved = copy.deepcopy(norm).to(device)
+        xd = x.to(device).requires_grad_()
+        y = moved(xd)
+        weights = torch.arange(y.numel(), device=device).reshape(y.shape).sin()
+        grads = torch.autograd.grad((y.float() * weights).sum(), [xd, *moved.parameters()])
+        results.append([y.detach().cpu(), *(g.cpu() for g in grads)])
+    for expected, got in zip(*results):
+        torch.testing.assert_close(got, expected, rtol=1e-2, atol=1e-2)
