@@ -12,6 +12,20 @@
 #include "lowering/registry.h"
 
 namespace torchtpu::aten {
+namespace {
+
+// The layout of a convolution's results, as PyTorch's CPU and CUDA kernels choose it: channels
+// last where the input or the weight is (4 or 5 dimensions), contiguous otherwise.
+at::MemoryFormat conv_layout(const at::Tensor& input, const at::Tensor& weight) {
+  for (const at::Tensor* t : {&input, &weight}) {
+    at::MemoryFormat f = t->suggest_memory_format();
+    if (f == at::MemoryFormat::ChannelsLast || f == at::MemoryFormat::ChannelsLast3d) return f;
+  }
+  return at::MemoryFormat::Contiguous;
+}
+
+}  // namespace
+
 // (input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
 void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args = take_arguments(op, stack);
@@ -40,7 +54,7 @@ void convolution_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack)
                 input.sizes());
     out.push_back(size);
   }
-  at::Tensor result = at::empty(out, input.options());
+  at::Tensor result = at::empty(out, input.options().memory_format(conv_layout(input, weight)));
   if (result.numel() > 0) run_rule("convolution", op.schema(), args, {result}, device);
   stack->push_back(result);
 }
@@ -56,8 +70,11 @@ void convolution_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stac
   for (bool m : args[9].toBoolList()) mask.push_back(m);
   c10::Device device = common_device({&grad, &input, &weight});
   c10::DeviceGuard guard(device);
-  at::Tensor gi = mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
-  at::Tensor gw = mask[1] ? at::empty(weight.sizes(), weight.options()) : at::Tensor();
+  at::TensorOptions layout = at::TensorOptions().memory_format(conv_layout(input, weight));
+  at::Tensor gi = mask[0] ? at::empty(input.sizes(), input.options().merge_in(layout))
+                          : at::Tensor();
+  at::Tensor gw = mask[1] ? at::empty(weight.sizes(), weight.options().merge_in(layout))
+                          : at::Tensor();
   at::Tensor gb = mask[2] ? at::empty({grad.size(1)}, grad.options()) : at::Tensor();
   if (grad.numel() > 0 && input.numel() > 0) {
     try {
@@ -107,7 +124,8 @@ void batch_norm_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   c10::DeviceGuard guard(device);
   at::ScalarType stat = at::toOpMathType(input.scalar_type());
   int64_t channels = input.size(1);
-  at::Tensor out = at::empty(input.sizes(), input.options());
+  at::Tensor out =
+      at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
   at::Tensor mean = at::empty({training ? channels : 0}, input.options().dtype(stat));
   at::Tensor invstd = at::empty({training ? channels : 0}, input.options().dtype(stat));
   std::vector<at::Tensor> outputs{out, mean, invstd};

@@ -422,3 +422,49 @@ def test_eval_norm_backward_in_half_types_matches_cpu(module, shape, dtype, each
         results.append([y.detach().cpu(), *(g.cpu() for g in grads)])
     for expected, got in zip(*results):
         torch.testing.assert_close(got, expected, rtol=1e-2, atol=1e-2)
+
+
+# Convolutions and batch norm keep the channels-last layout as PyTorch's kernels do (the
+# results channels-last where the input or the weight is), forward and backward: they had
+# returned contiguous tensors, so code that views a channels-last activation as such (a permute
+# to NHWC and a view) failed on tpu.
+LAYOUT_NETS = {
+    "conv2d": (lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1),
+                                           torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                           torch.nn.Conv2d(8, 4, 3, stride=2)),
+               (2, 3, 8, 8), torch.channels_last),
+    "conv_transpose2d": (lambda: torch.nn.Sequential(torch.nn.ConvTranspose2d(3, 4, 3, stride=2),
+                                                     torch.nn.BatchNorm2d(4)),
+                         (2, 3, 5, 5), torch.channels_last),
+    "conv3d": (lambda: torch.nn.Sequential(torch.nn.Conv3d(2, 4, 3, padding=1),
+                                           torch.nn.BatchNorm3d(4),
+                                           torch.nn.ConvTranspose3d(4, 2, 2, stride=2)),
+               (2, 2, 4, 4, 4), torch.channels_last_3d),
+}
+
+
+@pytest.mark.parametrize("which", ["input", "weight", "both", "neither"])
+@pytest.mark.parametrize("net", sorted(LAYOUT_NETS))
+def test_channels_last_layout_follows_pytorch(net, which):
+    make, shape, layout = LAYOUT_NETS[net]
+    torch.manual_seed(0)
+    model, x = make(), torch.randn(shape)
+    results = []
+    for device in ("cpu", "tpu"):
+        moved = copy.deepcopy(model).to(device)
+        if which in ("weight", "both"):
+            moved = moved.to(memory_format=layout)
+        xd = x.to(device)
+        if which in ("input", "both"):
+            xd = xd.to(memory_format=layout)
+        xd.requires_grad_()
+        outs, h = [], xd
+        for layer in moved:
+            h = layer(h)
+            outs.append(h)
+        grads = torch.autograd.grad((h * h).sum(), [xd, *moved.parameters()])
+        results.append(([o.stride() for o in outs] + [grads[0].stride()],
+                        [t.detach().cpu() for t in outs + list(grads)]))
+    assert results[1][0] == results[0][0]
+    for expected, got in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=2e-3)
