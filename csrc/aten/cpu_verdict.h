@@ -37,7 +37,11 @@ void written_overlaps(const std::vector<c10::IValue>& args, size_t i,
 // Runs the op on CPU copies of its arguments (fresh tensors for out=, but an out= that shares an
 // input's storage stays a view of it, as the CPU resizes one and refuses to resize or overlap
 // the other) and lets the CPU's exception, with its type and message, propagate; returns when
-// the CPU accepts the call.
-void cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args);
+// the CPU accepts the call, with the CPU's run of it.
+struct CpuRun {
+  std::vector<c10::IValue> inputs;   // the arguments, as the CPU ran on them
+  std::vector<c10::IValue> results;  // what it returned
+};
+CpuRun cpu_verdict(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args);
 
 }  // namespace torchtpu::aten

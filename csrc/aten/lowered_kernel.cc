@@ -359,15 +359,13 @@ void check_elementwise(const std::vector<c10::IValue>& args, const c10::Function
   }
 }
 
-MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
-  const c10::FunctionSchema& schema = op.schema();
-  std::vector<c10::IValue> stack;
-  for (const c10::IValue& v : args) stack.push_back(to_meta(v));
-  std::vector<c10::IValue> meta_inputs = stack;  // keeps the meta out= tensors, for resizes
-  {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    op.callBoxed(stack);
-  }
+// The geometry of a call's results, from a run of it (on meta tensors, or the CPU's): `stack`
+// holds what it returned, `inputs` the arguments it ran on (an aliased result is its argument,
+// resized).
+MetaResult result_geometry(const c10::FunctionSchema& schema,
+                           const std::vector<c10::IValue>& args,
+                           const std::vector<c10::IValue>& inputs,
+                           const std::vector<c10::IValue>& stack) {
   auto spec = [](const at::Tensor& m) {
     if (!m.defined()) return OutputSpec{{}, {}, at::kFloat, false};
     return OutputSpec{std::vector<int64_t>(m.sizes().begin(), m.sizes().end()),
@@ -389,7 +387,7 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
                 " returns a non-tensor, which the lowered kernel cannot produce");
     ReturnSpec ret{aliased_argument(schema, r), meta.isTensorList(), {}};
     if (ret.aliased_argument >= 0) {
-      ret.outputs.push_back(spec(meta_inputs[ret.aliased_argument].toTensor()));
+      ret.outputs.push_back(spec(inputs[ret.aliased_argument].toTensor()));
     } else if (meta.isTensor()) {
       ret.outputs.push_back(spec(meta.toTensor()));
       if (mask && args[*mask].isBoolList() && r < args[*mask].toBoolList().size() &&
@@ -401,7 +399,28 @@ MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue
     }
     result.push_back(std::move(ret));
   }
+  // The margin losses' meta functions give an unreduced loss of one unbatched sample the shape
+  // [1], where the CPU kernels give [].
+  if (schema.name() == "aten::multi_margin_loss" ||
+      schema.name() == "aten::multilabel_margin_loss_forward") {
+    std::optional<int> reduction = schema.argumentIndexWithName("reduction");
+    if (args[0].toTensor().dim() <= 1 && args[*reduction].toInt() == 0) {
+      result[0].outputs[0].sizes.clear();
+      result[0].outputs[0].strides.clear();
+    }
+  }
   return result;
+}
+
+MetaResult run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
+  std::vector<c10::IValue> stack;
+  for (const c10::IValue& v : args) stack.push_back(to_meta(v));
+  std::vector<c10::IValue> meta_inputs = stack;  // keeps the meta out= tensors, for resizes
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.callBoxed(stack);
+  }
+  return result_geometry(op.schema(), args, meta_inputs, stack);
 }
 
 }  // namespace
@@ -699,14 +718,20 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (meta == nullptr) {
     // Where the meta function is a looser judge than the CPU kernel, the CPU decides.
     bool judged = needs_cpu_verdict(op, args, binding.elementwise);
-    if (judged) cpu_verdict(op, args);
+    std::optional<CpuRun> cpu;
+    if (judged) cpu = cpu_verdict(op, args);
     if (binding.elementwise && !judged) check_elementwise(args, schema, binding.boolean_result);
+    MetaResult geometry;
     try {
-      meta = meta_cache().insert(key, run_meta(op, args));
+      geometry = run_meta(op, args);
     } catch (...) {
-      if (!judged && !engine::capturing()) cpu_verdict(op, args);  // the CPU's exception type
-      throw;
+      // The CPU's exception type; or, where the meta function refuses what the CPU kernel takes
+      // (mse_loss_backward's divides by an empty input's size), the CPU results' geometry.
+      if (!cpu && !engine::capturing()) cpu = cpu_verdict(op, args);
+      if (!cpu) throw;
+      geometry = result_geometry(schema, args, cpu->inputs, cpu->results);
     }
+    meta = meta_cache().insert(key, std::move(geometry));
   }
 
   // A small integer factory's results are made on the host (host_ops.cc).

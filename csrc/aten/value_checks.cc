@@ -85,7 +85,16 @@ std::vector<IndexAssert> index_bounds(std::string_view rule, const c10::Function
             "data.size(lengths.dim()-1) when !unsafe.");
       }
     } else if (arg("offsets")->isTensor() && arg("offsets")->toTensor().dim() > 0) {
-      add(arg("offsets")->toTensor().diff(1, -1), 0, any, false, negative);
+      const at::Tensor& offsets = arg("offsets")->toTensor();
+      add(offsets.diff(1, -1), 0, any, false, negative);
+      // The CPU's kernel reads past the data for an offset past its end (a segmentation fault
+      // for empty data); here it is an error.
+      if (offsets.dim() <= data.dim()) {
+        int64_t n = data.size(offsets.dim() - 1);
+        add(offsets, 0, n + 1, false,
+            "segment_reduce(): offset {} lies outside the data's " + std::to_string(n) +
+                " elements along axis");
+      }
     }
     return bounds;
   }

@@ -324,6 +324,7 @@ Value scatter_rows(FunctionBuilder& b, const Value& base, const Value& index, co
 }
 
 Value prefix_sum(FunctionBuilder& b, const Value& x, int64_t axis) {
+  if (x.shape.dims[axis] == 0) return x;  // a window of no elements is not a valid program
   size_t rank = x.shape.rank();
   Dims window(rank, 1), strides(rank, 1);
   window[axis] = x.shape.dims[axis];

@@ -250,17 +250,8 @@ MarginTerms margin_terms(FunctionBuilder& b, const Values& v, size_t first, cons
   return {onehot, z, active, w};
 }
 
-// PyTorch's meta functions of the margin losses give an unreduced one-sample loss the shape
-// [1], where the CPU gives []: that rare call runs on the CPU, so its shape is the CPU's.
-void refuse_one_sample_shape(const Value& x, const Attrs& a) {
-  if (x.shape.rank() <= 1 && a.i("reduction") == kNone && out_shape(a) == Dims{1}) {
-    throw Unsupported("an unreduced margin loss of one sample: the meta shape is not the CPU's");
-  }
-}
-
 // multi_margin_loss(self, target, p, margin, weight?, reduction); p (1 or 2) is an attribute.
 Values multi_margin_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  refuse_one_sample_shape(v[0], a);
   ElementType t = out_type(a), c = opmath(t);
   MarginTerms m = margin_terms(b, v, 0, a, c);
   int64_t classes = m.z.shape.dims[1];
@@ -331,7 +322,6 @@ LabelTerms label_terms(FunctionBuilder& b, const Value& x_in, const Value& targe
 
 // multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target)
 Values multilabel_margin_loss(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  refuse_one_sample_shape(v[0], a);
   ElementType t = out_type(a), c = opmath(t);
   LabelTerms m = label_terms(b, v[0], v[1], c);
   int64_t n = m.z.shape.dims[0], classes = m.z.shape.dims[1];

@@ -11,6 +11,7 @@ std::vector<Value> scan(FunctionBuilder& b, const std::vector<Value>& xs,
                         const std::vector<Value>& inits, int64_t axis,
                         const TupleCombiner& combine) {
   const Shape& shape = xs[0].shape;
+  if (shape.dims[axis] == 0) return xs;  // a window of no elements is not a valid program
   size_t rank = shape.rank(), n = xs.size();
   Dims window(rank, 1), strides(rank, 1);
   window[axis] = shape.dims[axis];

@@ -26,6 +26,11 @@ def _grad(fn, x):
     return y, torch.autograd.grad(y.sum(), x)[0]
 
 
+def _read(results):
+    """The results and their sums (an empty tensor's copy to the host runs no program)."""
+    return [*results, *(t.sum() for t in results)]
+
+
 def vec(*values, device):
     return torch.tensor(values, device=device)
 
@@ -175,6 +180,22 @@ CASES = {
     "var_empty": lambda d: torch.ones(0, device=d).var(),
     "all_empty": lambda d: torch.ones(0, device=d).all(),
     "any_empty": lambda d: torch.ones(0, device=d).any(),
+    # A scan over a dimension of size 0 (forward and gradient, and their sums, which read
+    # them): DeferAndFuse had recorded a window of no elements, a program the plugin refuses.
+    **{f"{name}_empty_{'x'.join(map(str, shape))}": (
+        lambda d, f=f, shape=shape: _read(_grad(lambda x: f(x) * 2, torch.ones(shape, device=d))))
+       for name, f in {
+           "cumsum": lambda x: torch.cumsum(x, 0), "cumprod": lambda x: torch.cumprod(x, 0),
+           "logcumsumexp": lambda x: torch.logcumsumexp(x, 0),
+           "cummax": lambda x: torch.cummax(x, 0)[0], "cummin": lambda x: torch.cummin(x, 0)[0],
+           "cumulative_trapezoid": lambda x: torch.cumulative_trapezoid(x, x * 2, dim=0)}.items()
+       for shape in [(0,), (0, 3)]},
+    # Losses of no elements: their mean is NaN, their gradient empty (the meta function of
+    # mse_loss_backward had divided by the size 0: ZeroDivisionError).
+    **{f"{name}_empty_mean_grad": (
+        lambda d, f=f: _grad(lambda x: f(x, torch.zeros_like(x)), torch.ones(0, 3, device=d)))
+       for name, f in {"mse_loss": F.mse_loss, "l1_loss": F.l1_loss,
+                       "smooth_l1_loss": F.smooth_l1_loss, "huber_loss": F.huber_loss}.items()},
 }
 
 

@@ -383,6 +383,55 @@ def test_weight_norm_interface_matches_cpu(shape, dim, dtype, each_eager_mode):
         torch.testing.assert_close(got, expected, rtol=tol, atol=tol, equal_nan=True)
 
 
+# An empty weight: the CPU's kernel (and `torch._weight_norm`) dies of SIGFPE, dividing by the
+# empty dimension, where its slices are empty, so the values are the formula's.
+@pytest.mark.parametrize("shape,dim", [((0, 3), 0), ((3, 0), 1), ((3, 0), 0), ((0, 2, 3), 2)])
+def test_weight_norm_interface_of_an_empty_weight(shape, dim, each_eager_mode):
+    v = torch.randn(shape)
+    g = torch.randn([s if i == dim else 1 for i, s in enumerate(shape)])
+    others = [i for i in range(len(shape)) if i != dim]
+    expected_norms = v.norm(dim=others, keepdim=True)
+    vv, gg = v.to("tpu").requires_grad_(), g.to("tpu").requires_grad_()
+    w, norms = torch.ops.aten._weight_norm_interface(vv, gg, dim)
+    torch.testing.assert_close(norms.cpu(), expected_norms)
+    torch.testing.assert_close(w.detach().cpu(), v * g / expected_norms)
+    grad_v, grad_g = torch.autograd.grad(w, [vv, gg], torch.ones_like(w))
+    assert grad_v.shape == v.shape and grad_g.shape == g.shape
+    # The CPU's where it runs: 0 / 0 (its sum over no elements, over the norm).
+    torch.testing.assert_close(grad_g.cpu(), v.sum(others, keepdim=True) / expected_norms,
+                               equal_nan=True)
+    torch.testing.assert_close(torch._weight_norm(vv, gg, dim).detach().cpu(), w.detach().cpu())
+
+
+# pdist of no rows: the CPU's backward dies (SIGSEGV); the gradient is empty.
+def test_pdist_of_no_rows(each_eager_mode):
+    x = torch.ones(0, 3, device="tpu", requires_grad=True)
+    y = torch.nn.functional.pdist(x)
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    assert y.shape == (0,) and grad.shape == (0, 3)
+    assert (y.sum() + grad.sum()).item() == 0
+
+
+# The margin losses of one unbatched sample, unreduced: PyTorch's meta functions give the shape
+# [1], its CPU kernels []; these had run on the CPU fallback.
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("loss,target", [
+    (F.multi_margin_loss, torch.tensor(2)),
+    (F.multilabel_margin_loss, torch.tensor([1, 2, -1, 0])),
+], ids=["multi_margin", "multilabel_margin"])
+def test_margin_loss_of_one_sample(loss, target, reduction, each_eager_mode):
+    x = torch.randn(4)
+    results = []
+    for device in ("cpu", "tpu"):
+        xx = x.to(device).requires_grad_()
+        out = loss(xx, target.to(device), reduction=reduction)
+        (grad,) = torch.autograd.grad(out.sum(), xx)
+        results.append((out.detach().cpu(), grad.cpu()))
+    for expected, got in zip(*results):
+        assert got.shape == expected.shape
+        torch.testing.assert_close(got, expected)
+
+
 def test_weight_norm_parametrization_trains_like_cpu():
     results = []
     for device in ("cpu", "tpu"):

@@ -76,3 +76,18 @@ def test_dtype_errors_match_the_cpu():
         with pytest.raises(RuntimeError, match="reduce argument must be either"):
             torch.segment_reduce(_data().to(device), "median",
                                  lengths=torch.tensor([3, 4], device=device))
+
+
+# An offset past the data's end: the CPU's kernel reads outside the data (a segmentation fault
+# when the data is empty), so there is no CPU answer to match; tpu raises.
+@pytest.mark.parametrize("rows", [0, 7])
+def test_offsets_past_the_end_raise(rows, each_eager_mode):
+    data = _data()[:rows].to("tpu")
+    with pytest.raises(RuntimeError, match="offset 9 lies outside the data's"):
+        torch.segment_reduce(data, "max", offsets=torch.tensor([0, 2, 9]).to("tpu")).cpu()
+
+
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_empty_data_with_empty_segments(reduce, each_eager_mode):
+    _check(_data()[:0], reduce, offsets=torch.tensor([0, 0, 0]), initial=2.0)
+    _check(_data()[:0], reduce, lengths=torch.tensor([0, 0]), initial=2.0)
