@@ -189,6 +189,23 @@ Num log_ndtr(const Num& x) {
   return where(cmp(x, "LT", -1.0), low, high);
 }
 
+// ndtri(p) = sqrt(2) erfinv(2p - 1), but in the lower tail, where 2p - 1 rounds to -1 (ndtri(1e-30)
+// was -inf), Newton's method on log Φ(x) = log p, from Φ(x) ~ φ(x) / |x|: x² ~ L - log L - log 2π
+// for L = -2 log p.
+Num ndtri(const Num& p) {
+  Num direct = M_SQRT2 * (2.0 * p - 1.0).op("chlo.erf_inv");
+  const double edge = 1e-3, log_root_2pi = 0.5 * std::log(2 * M_PI);
+  Value tail = cmp(p, "LT", edge);
+  Num log_p = log(where(tail, p, edge));  // finite where the tail is not taken
+  Num l = -2.0 * log_p;
+  Num x = -sqrt(l - log(l) - 2 * log_root_2pi);
+  for (int i = 0; i < 4; ++i) {
+    Num log_phi = log_ndtr(x);
+    x = x - (log_phi - log_p) / exp(-0.5 * x * x - log_root_2pi - log_phi);
+  }
+  return where(cmp(p, "EQ", 0.0), -INFINITY, where(tail, x, direct));
+}
+
 // -x log x for x > 0, 0 at 0, -inf below 0, NaN for NaN.
 Num entr(const Num& x) {
   Num r = where(cmp(x, "GT", 0.0), -x * log(where(cmp(x, "GT", 0.0), x, 1.0)), 0.0);
@@ -481,9 +498,7 @@ void register_special_rules(Registry& r) {
                 }), {"igammac", "igammac.out", "igammac_"});
   r.add("special_erfcx", unary_special(erfcx), all("special_erfcx"));
   r.add("special_log_ndtr", unary_special(log_ndtr), all("special_log_ndtr"));
-  r.add("special_ndtri", unary_special([](const Num& p) {
-          return M_SQRT2 * (2.0 * p - 1.0).op("chlo.erf_inv");
-        }), all("special_ndtri"));
+  r.add("special_ndtri", unary_special(ndtri), all("special_ndtri"));
   r.add("special_entr", unary_special(entr, false), all("special_entr"));
   // polygamma(n, x); n = 0 is digamma's rule (its CPU kernel is digamma's).
   r.add("polygamma", [](FunctionBuilder& b, const Values& v, const Attrs& a) {
