@@ -47,6 +47,13 @@ std::vector<Num> iterate(const Num& like, int64_t count, std::vector<Num> state,
   return iterate(like, int_full(*like.b, ElementType::kS64, {}, count), std::move(state), step);
 }
 
+// The largest element of x, 0-d (the trip count of a loop over every element).
+Value largest(const Num& x) {
+  Dims all(x.v.shape.rank());
+  for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+  return reduce_extreme(*x.b, x.v, all, true);
+}
+
 // Σ_{k>=0} t_k with t_0 = `first` and t_k = t_{k-1} * ratio(k); `terms` terms after the first.
 Num series(const Num& first, int64_t terms, const std::function<Num(const Num& k)>& ratio) {
   return iterate(first, terms, {first, first}, [&](const Num& k, const std::vector<Num>& s) {
@@ -243,30 +250,60 @@ Num airy_ai(const Num& x) {
   return where(inner, near, far);
 }
 
-constexpr int64_t kGammaTerms = 300;
+// log(x^a e^-x / Γ(a + 1)) for a >= 20 without the cancellation of a log x - x - lgamma(a + 1)
+// (some a log a, so P(1e12, 1e12) was off by 2e-3): with d = x / a - 1 and Stirling's series,
+// -a (d - log(1 + d)) - log(2πa) / 2 - (1/(12a) - 1/(360a³) + 1/(1260a⁵) - 1/(1680a⁷) + ...).
+Num log_gamma_front(const Num& a, const Num& x) {
+  Num d = (x - a) / a;
+  // d - log1p(d), by its series d²/2 - d³/3 + ... where it cancels.
+  Num small = where(cmp(abs(d), "LT", 1e-2), d, 0.0);
+  Num power = small * small, tail = small.k(0);
+  for (int k = 2; k <= 8; ++k, power = power * small) {
+    tail = tail + (k % 2 == 0 ? 1.0 : -1.0) / k * power;
+  }
+  Num excess = where(cmp(abs(d), "LT", 1e-2), tail, d - log1p(d));
+  Num inverse = 1.0 / a, inverse2 = inverse * inverse;
+  Num stirling = inverse * (1.0 / 12 - inverse2 * (1.0 / 360 - inverse2 * (1.0 / 1260 -
+                            inverse2 * (1.0 / 1680 - inverse2 / 1188))));
+  return -a * excess - 0.5 * log(2.0 * M_PI * a) - stirling;
+}
+
+// Terms of incomplete_gamma's series and continued fraction: where x is near a, both converge
+// after some 9 sqrt(a) terms, so 300 (enough to a = 1000) gave P(1e4, 1e4) = 0.49994 for
+// 0.50133; the count is taken from the largest finite a (a = 1e12 takes 1e7 iterations).
+Value gamma_terms(const Num& a) {
+  Num most{a.b, largest(where(cmp(abs(a), "LT", INFINITY), a, 0.0))};
+  return convert(*a.b, (300.0 + 10.0 * sqrt(most)).op("stablehlo.ceil").v, ElementType::kS64);
+}
 
 // The regularized incomplete gamma functions P(a, x) (`upper` false) and Q(a, x): P's series
 // for x < a + 1, else Q's continued fraction (modified Lentz), the other as 1 minus it.
 Num incomplete_gamma(const Num& a, const Num& x, bool upper) {
   Value use_series = cmp(x, "LT", a + 1.0);
   Num sa = where(use_series, a, 1.0), sx = where(use_series, x, 0.5);
-  Num log_front = sa * log(sx) - sx - (sa + 1.0).op("chlo.lgamma");
-  Num p_series = exp(log_front) * series(sx.k(1), kGammaTerms, [&](const Num& k) {
-    return sx / (sa + k);
-  });
+  Num log_front = where(cmp(sa, "GE", 20.0), log_gamma_front(sa, sx),
+                        sa * log(sx) - sx - (sa + 1.0).op("chlo.lgamma"));
+  Value terms = gamma_terms(a);
+  Num sum = iterate(sx, terms, {sx.k(1), sx.k(1)}, [&](const Num& k, const std::vector<Num>& s) {
+    Num t = s[0] * sx / (sa + k);
+    return std::vector<Num>{t, s[1] + t};
+  })[1];
+  Num p_series = exp(log_front) * sum;
   Num ca = where(use_series, 1.0, a), cx = where(use_series, 2.0, x);
   constexpr double kTiny = 1e-300;
   auto floor_tiny = [&](const Num& v) { return where(cmp(abs(v), "LT", kTiny), kTiny, v); };
   Num b0 = cx + 1.0 - ca;
   Num d0 = 1.0 / floor_tiny(b0);
-  std::vector<Num> s = iterate(cx, kGammaTerms, {b0, cx.k(1.0 / kTiny), d0, d0},
+  std::vector<Num> s = iterate(cx, terms, {b0, cx.k(1.0 / kTiny), d0, d0},
                                [&](const Num& i, const std::vector<Num>& s) {
     Num an = -i * (i - ca), bn = s[0] + 2.0;
     Num d = 1.0 / floor_tiny(an * s[2] + bn);
     Num c = floor_tiny(bn + an / s[1]);
     return std::vector<Num>{bn, c, d, s[3] * d * c};
   });
-  Num q_fraction = exp(ca * log(cx) - cx - ca.op("chlo.lgamma")) * s[3];
+  Num cf_front = where(cmp(ca, "GE", 20.0), log_gamma_front(ca, cx) + log(ca),
+                       ca * log(cx) - cx - ca.op("chlo.lgamma"));
+  Num q_fraction = exp(cf_front) * s[3];
   Num r = upper ? where(use_series, 1.0 - p_series, q_fraction)
                 : where(use_series, p_series, 1.0 - q_fraction);
   // PyTorch's edge values: x = 0 or a = inf, x = inf, a = 0; NaN outside the domain.
@@ -334,9 +371,7 @@ LoweringRule binary_special(std::function<Num(const Num&, const Num&)> f, bool w
 Num recurrence(const Num& x, const Num& n, const Num& p1,
                const std::function<Num(const Num& k, const Num& q, const Num& p)>& step) {
   FunctionBuilder& b = *x.b;
-  Dims all(x.v.shape.rank());
-  for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
-  Value count = reduce_extreme(b, convert(b, n.v, ElementType::kS64), all, true);
+  Value count = largest(Num{&b, convert(b, n.v, ElementType::kS64)});
   count = binary(b, "stablehlo.subtract", count, int_full(b, ElementType::kS64, {}, 1));
   std::vector<Num> s = iterate(x, count, {x.k(1), p1, n}, [&](const Num& k,
                                                            const std::vector<Num>& s) {
@@ -353,8 +388,32 @@ Num chebyshev_step(const Num& x, const Num&, const Num& q, const Num& p) { retur
 // give +inf, x < 1 gives NaN, where chlo.zeta gives NaN for the first and +inf for the second;
 // at x = +inf, where chlo.zeta gives NaN for q <= 1, the CPU gives the largest term q^-x: +inf
 // for q < 1 (or a term |q + k|^-x with |q + k| < 1), 1 for q = 1 (and NaN above, as chlo.zeta).
+// A negative q (not an integer) takes the series' first n = ceil(-q) terms (q + k)^-x one by one,
+// as the CPU does, and chlo.zeta from q + n in (0, 1) (chlo.zeta itself gave zeta(2, -10.3) =
+// 1e18 for 14.99); the CPU gives NaN there for an x that is not an integer.
 Num zeta(const Num& x, const Num& q) {
-  Num r{x.b, x.b->op("chlo.zeta", {x.v, q.v}, x.v.shape)};
+  FunctionBuilder& b = *x.b;
+  Value negative = cmp(q, "LT", 0.0);
+  // Only where the series is summed: a negative integer q is a pole (-1e30 in float32 is one).
+  Value summed = both(q, both(q, negative, cmp(floor(q), "NE", q)), cmp(floor(x), "EQ", x));
+  Num n = where(summed, -q, 0.0).op("stablehlo.ceil");
+  Value most = largest(n);
+  std::vector<Value> head = while_loop(
+      b, {constant(b, x.v.shape.type, 0), x.k(0).v},
+      [&](FunctionBuilder& c, const std::vector<Value>& state) {
+        return std::vector<Value>{compare(c, state[0], most, "LT")};
+      },
+      [&](FunctionBuilder& c, const std::vector<Value>& state) {
+        Num k{&c, broadcast_in_dim(c, state[0], x.v.shape.dims, {})}, sum{&c, state[1]};
+        Num term = bin("stablehlo.power", q.in(c) + k, -x.in(c));
+        sum = sum + where(cmp(k, "LT", n.in(c)), term, 0.0);
+        Value next = binary(c, "stablehlo.add", state[0], constant(c, x.v.shape.type, 1));
+        return std::vector<Value>{next, sum.v};
+      });
+  Num rest = q + n;
+  Num r = Num{&b, head[1]} +
+          Num{&b, b.op("chlo.zeta", {x.v, rest.v}, x.v.shape)};
+  r = where(both(q, negative, cmp(floor(x), "NE", x)), NAN, r);
   Value pole = both(q, cmp(q, "LE", 0.0), cmp(q.op("stablehlo.floor"), "EQ", q));
   Value at_inf = cmp(x, "EQ", INFINITY);
   r = where(both(q, at_inf, cmp(q, "EQ", 1.0)), 1.0, r);

@@ -277,6 +277,38 @@ def test_incomplete_gamma_domain_edges():
         torch.testing.assert_close(op(a.to("tpu"), x.to("tpu")).cpu(), op(a, x), equal_nan=True)
 
 
+# Large a: the series and the continued fraction take some 9 sqrt(a) terms near x = a (300 had
+# given P(1e4, 1e4) = 0.49994), and x^a e^-x / Γ(a) cancels in a log x - x - lgamma(a) (P(1e12,
+# 1e12) was 0.502). The reference is mpmath's: the CPU's own is 4e-10 off at a = 100.
+def test_incomplete_gamma_of_large_a(each_eager_mode):
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 30
+    cases = [(a, a * f) for a in (25.0, 100.0, 1e4) for f in (0.99, 1.0, 1.001, 1.1)]
+    a, x = (torch.tensor(v, dtype=torch.float64) for v in zip(*cases))
+    for op, upper in ((torch.special.gammainc, False), (torch.special.gammaincc, True)):
+        expected = torch.tensor([float(mpmath.gammainc(p, q if upper else 0, mpmath.inf if upper
+                                                       else q, regularized=True))
+                                 for p, q in cases], dtype=torch.float64)
+        got = op(a.to("tpu"), x.to("tpu")).cpu()
+        torch.testing.assert_close(got, expected, rtol=1e-11, atol=0)
+        torch.testing.assert_close(op(a.float().to("tpu"), x.float().to("tpu")).cpu(),
+                                   op(a.float(), x.float()), rtol=1e-5, atol=1e-6)
+        huge = torch.tensor([1e6, 1e12], dtype=torch.float64)  # too slow for mpmath
+        torch.testing.assert_close(op(huge.to("tpu"), (huge * 1.000001).to("tpu")).cpu(),
+                                   op(huge, huge * 1.000001), rtol=1e-9, atol=0)
+
+
+# A negative q: the series' terms one by one up to q + n > 0, as the CPU (chlo.zeta gave
+# zeta(2, -10.3) = 1e18 for 14.99); NaN for an x that is not an integer.
+def test_zeta_of_a_negative_q(each_eager_mode):
+    x = torch.tensor([2.0, 3.0, 5.0, 4.0, 2.5, 2.0])
+    q = torch.tensor([-10.3, -100.25, -3.5, -1000.5, -3.5, 0.5])
+    for dtype in (torch.float32, torch.float64):
+        expected = torch.special.zeta(x.to(dtype), q.to(dtype))
+        got = torch.special.zeta(x.to(dtype).to("tpu"), q.to(dtype).to("tpu")).cpu()
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_floating_to_uint8_goes_through_int64(dtype, each_eager_mode):
     """PyTorch casts floating values to uint8 through int64 on every device (-1.0 is 255, 300.0
