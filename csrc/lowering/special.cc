@@ -256,12 +256,13 @@ Num airy_ai(const Num& x) {
 Num log_gamma_front(const Num& a, const Num& x) {
   Num d = (x - a) / a;
   // d - log1p(d), by its series d²/2 - d³/3 + ... where it cancels.
-  Num small = where(cmp(abs(d), "LT", 1e-2), d, 0.0);
+  Value near = cmp(abs(d), "LT", 1e-2);
+  Num small = where(near, d, 0.0);
   Num power = small * small, tail = small.k(0);
   for (int k = 2; k <= 8; ++k, power = power * small) {
     tail = tail + (k % 2 == 0 ? 1.0 : -1.0) / k * power;
   }
-  Num excess = where(cmp(abs(d), "LT", 1e-2), tail, d - log1p(d));
+  Num excess = where(near, tail, d - log1p(d));
   Num inverse = 1.0 / a, inverse2 = inverse * inverse;
   Num stirling = inverse * (1.0 / 12 - inverse2 * (1.0 / 360 - inverse2 * (1.0 / 1260 -
                             inverse2 * (1.0 / 1680 - inverse2 / 1188))));
@@ -397,22 +398,13 @@ Num zeta(const Num& x, const Num& q) {
   // Only where the series is summed: a negative integer q is a pole (-1e30 in float32 is one).
   Value summed = both(q, both(q, negative, cmp(floor(q), "NE", q)), cmp(floor(x), "EQ", x));
   Num n = where(summed, -q, 0.0).op("stablehlo.ceil");
-  Value most = largest(n);
-  std::vector<Value> head = while_loop(
-      b, {constant(b, x.v.shape.type, 0), x.k(0).v},
-      [&](FunctionBuilder& c, const std::vector<Value>& state) {
-        return std::vector<Value>{compare(c, state[0], most, "LT")};
-      },
-      [&](FunctionBuilder& c, const std::vector<Value>& state) {
-        Num k{&c, broadcast_in_dim(c, state[0], x.v.shape.dims, {})}, sum{&c, state[1]};
-        Num term = bin("stablehlo.power", q.in(c) + k, -x.in(c));
-        sum = sum + where(cmp(k, "LT", n.in(c)), term, 0.0);
-        Value next = binary(c, "stablehlo.add", state[0], constant(c, x.v.shape.type, 1));
-        return std::vector<Value>{next, sum.v};
-      });
-  Num rest = q + n;
-  Num r = Num{&b, head[1]} +
-          Num{&b, b.op("chlo.zeta", {x.v, rest.v}, x.v.shape)};
+  Value count = convert(b, largest(n), ElementType::kS64);
+  // Terms k = 1..n: (q + k - 1)^-x.
+  Num head = iterate(x, count, {x.k(0)}, [&](const Num& k, const std::vector<Num>& s) {
+    Num term = bin("stablehlo.power", k + q.in(*k.b) - 1.0, -x.in(*k.b));
+    return std::vector<Num>{s[0] + where(cmp(k, "LE", n.in(*k.b)), term, 0.0)};
+  })[0];
+  Num r = head + Num{&b, b.op("chlo.zeta", {x.v, (q + n).v}, x.v.shape)};
   r = where(both(q, negative, cmp(floor(x), "NE", x)), NAN, r);
   Value pole = both(q, cmp(q, "LE", 0.0), cmp(q.op("stablehlo.floor"), "EQ", q));
   Value at_inf = cmp(x, "EQ", INFINITY);
