@@ -1,5 +1,7 @@
 #include "engine/eager.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <stdexcept>
 #include <thread>
@@ -35,11 +37,13 @@ struct Pending {
   // whose cuts twice in a row do not give the program before them is dropped (a longer one is
   // looked for). program_ops/bytes/nodes: the pending program's ops and size after its last op.
   // A period is only looked for once more ops followed the last sync point than came between
-  // the two before it: a loop that reads a value every step is cut there, not inside its step
-  // (at a repeated layer, say).
+  // any two of the few before it: a loop that reads values in its step is cut there, not inside
+  // its step (at a repeated layer, say), even where one of its reads comes a few ops after
+  // another (nn.TransformerEncoder reads its padding mask's lengths twice, then runs its layers).
   StepPeriod ops;
   size_t period = 0, min_period = 1, mismatches = 0;
-  size_t segment_ops = 0, last_segment_ops = 0;
+  size_t segment_ops = 0;
+  std::array<size_t, 4> last_segments{};  // ops between the last sync points, newest first
   size_t program_ops = 0, program_bytes = 0, program_nodes = 0;
   std::string period_fingerprint;  // of the last program cut by the period
   std::thread::id last_thread;     // that recorded the last op
@@ -84,7 +88,11 @@ std::string capture_reason;  // why the capture breaks, if it was said
 // forgets the ops seen and the period found.
 void run_pending(Pending& p, bool sync = true) {
   if (sync) {
-    if (p.segment_ops > 0) p.last_segment_ops = p.segment_ops;
+    if (p.segment_ops > 0) {
+      std::rotate(p.last_segments.rbegin(), p.last_segments.rbegin() + 1,
+                  p.last_segments.rend());
+      p.last_segments[0] = p.segment_ops;
+    }
     p.segment_ops = 0;
     p.ops.clear();
     p.period = 0;
@@ -278,7 +286,9 @@ void Recording::finish(Launch* launch) {
     ++p.segment_ops;
     if (p.period == 0) {
       found = p.ops.add(bytes - p.program_bytes, nodes - p.program_nodes, p.min_period);
-      if (p.segment_ops <= p.last_segment_ops) found = 0;
+      if (p.segment_ops <= *std::max_element(p.last_segments.begin(), p.last_segments.end())) {
+        found = 0;
+      }
     }
     p.program_bytes = bytes;
     p.program_nodes = nodes;

@@ -391,6 +391,31 @@ def test_a_loop_that_reads_a_value_every_step_is_cut_only_there():
     assert after["deferred_cache_misses"] == before["deferred_cache_misses"]
 
 
+def test_a_step_with_two_reads_close_together_is_not_cut_in_its_blocks():
+    """A step that reads twice a few ops apart, then runs equal blocks (nn.TransformerEncoder
+    with a padding mask: two reads of its lengths, then its layers) runs its blocks as one
+    program: the few ops between the reads do not make the blocks look like the loop's step."""
+    with torchtpu.eager_mode("defer_and_fuse"):
+        x = torch.zeros(8, device="tpu")
+
+        def step(x):
+            for _ in range(2):  # two reads, a few ops apart
+                (x + 1).sum().item()
+            for _ in range(4):  # four equal blocks of 40 ops
+                for _ in range(20):
+                    x = x * 0.5 + 1
+            return x
+
+        for _ in range(3):
+            x = step(x)
+        before = metrics()
+        for _ in range(4):
+            x = step(x)
+        after = metrics()
+    assert after["deferred_flushes"] - before["deferred_flushes"] == 8  # at the reads only
+    assert after["deferred_repeat_flushes"] == before["deferred_repeat_flushes"]
+
+
 @pytest.mark.parametrize("convolutions", [1, 2])
 def test_a_convolution_chains_backward_is_a_program_of_its_own(convolutions):
     """On the CPU plugin, DeferAndFuse cuts a program holding two convolutions or more where the
