@@ -62,6 +62,17 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void nested_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // The CPU's nested kernels take packed matrices; torchtpu's views of padded tensors are not.
+  // (Arguments the op writes stay as they are.)
+  const std::vector<c10::Argument>& arguments = op.schema().arguments();
+  size_t first = stack->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    c10::IValue& value = (*stack)[first + i];
+    bool written = arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite();
+    if (!written && value.isTensor() && value.toTensor().is_nested()) {
+      value = contiguous_nested(value.toTensor());
+    }
+  }
   fall_back(op, stack, c10::DispatchKey::NestedTensorCPU);
 }
 

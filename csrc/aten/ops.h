@@ -246,6 +246,24 @@ void out_form_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // those with argument kinds it does not take (they stay on the CPU fallback).
 std::vector<std::string> lowered_operators();
 
+// Nested tensors (ops_nested.cc). `PaddedNested`: a nested tensor of B matrices [n_b, E] seen as
+// a padded [B, L, E] tensor, matrix b being the first n_b rows of batch b, and those lengths.
+struct PaddedNested {
+  at::Tensor padded;
+  std::vector<int64_t> lengths;
+};
+// The padded tensor a nested tensor is a view of, if it is one (what nested_view_of_padded makes).
+std::optional<PaddedNested> padded_nested(const at::Tensor& nested);
+// Where the padded tensor is not the nested one's: [B, L], true from row lengths[b] of batch b.
+at::Tensor padding_positions(const PaddedNested& p);
+// The same, or else a padded copy of a nested tensor of matrices of one width; none for others.
+std::optional<PaddedNested> to_padded_nested(const at::Tensor& nested);
+// The nested tensor of the first lengths[b] rows of each padded[b], a view of `padded`
+// (contiguous).
+at::Tensor nested_view_of_padded(const at::Tensor& padded, const std::vector<int64_t>& lengths);
+// A nested tensor with its matrices packed one after another (itself, if they already are).
+at::Tensor contiguous_nested(const at::Tensor& nested);
+
 // Ops without a lowering run on the CPU (fallback.cc).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // The same for ops on nested tpu tensors, through their NestedTensorCPU kernels.

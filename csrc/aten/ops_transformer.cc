@@ -2,8 +2,8 @@
 // (`_native_multi_head_attention`, `_transformer_encoder_layer_fwd`: eval mode, no gradients,
 // batch_first), which PyTorch takes on a PrivateUse1 device as on CUDA. Its kernels exist for the
 // CPU and CUDA only, so the fallback had copied every weight to the host and back each call; here
-// they are their math in ATen ops. Nested inputs (a padding mask turned into a nested tensor by
-// TransformerEncoder) still go through the nested tensors' CPU fallback.
+// they are their math in ATen ops. A nested input (what TransformerEncoder makes of a batch with
+// a padding mask, ops_nested.cc) runs padded, its lengths a key padding mask.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty_like.h>
@@ -22,6 +22,8 @@
 #include <optional>
 #include <tuple>
 #include <vector>
+
+#include "aten/ops.h"
 
 namespace torchtpu::aten {
 namespace {
@@ -103,7 +105,32 @@ at::Tensor transformer_encoder_layer(
   return norm(x + feed_forward(x), norm_weight_2, norm_bias_2);
 }
 
+// The layer on a nested batch: on its padded form, each matrix's rows past its length hidden from
+// attention as keys (queries there compute what no one reads), the result a nested view again.
+at::Tensor nested_transformer_encoder_layer(
+    const at::Tensor& src, int64_t embed_dim, int64_t num_heads, const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias, const at::Tensor& proj_weight, const at::Tensor& proj_bias,
+    bool use_gelu, bool norm_first, double eps, const at::Tensor& norm_weight_1,
+    const at::Tensor& norm_bias_1, const at::Tensor& norm_weight_2,
+    const at::Tensor& norm_bias_2, const at::Tensor& ffn_weight_1, const at::Tensor& ffn_bias_1,
+    const at::Tensor& ffn_weight_2, const at::Tensor& ffn_bias_2,
+    const std::optional<at::Tensor>& mask, std::optional<int64_t> mask_type) {
+  TORCH_CHECK(!mask.has_value() || !mask->defined(), "NestedTensor with mask is not supported yet");
+  std::optional<PaddedNested> in = to_padded_nested(src);
+  TORCH_CHECK(in.has_value(), "_transformer_encoder_layer_fwd: expected a nested tensor of "
+              "matrices of one width (its tokens' embeddings)");
+  at::Tensor out = transformer_encoder_layer(
+      in->padded, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
+      norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
+      ffn_bias_1, ffn_weight_2, ffn_bias_2, padding_positions(*in), /*mask_type=*/1);
+  return nested_view_of_padded(out.contiguous(), in->lengths);
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
+  m.impl("_transformer_encoder_layer_fwd", TORCH_FN(nested_transformer_encoder_layer));
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_native_multi_head_attention", TORCH_FN(multi_head_attention));
