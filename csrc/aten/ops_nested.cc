@@ -14,6 +14,7 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -91,13 +92,16 @@ at::Tensor filled(at::IntArrayRef size, double padding, const at::Tensor& like) 
 
 at::Tensor to_padded_tensor(const at::Tensor& nested, double padding,
                             at::OptionalIntArrayRef output_size) {
-  int64_t batch = batch_of(nested);
+  int64_t batch = batch_of(nested), elements = 0;
   std::vector<int64_t> size = {batch};
   if (batch > 0) {
     const at::Tensor& sizes = at::native::get_nested_tensor_impl(nested)->get_nested_sizes();
     at::Tensor largest = std::get<0>(sizes.max(0));
     size.insert(size.end(), largest.const_data_ptr<int64_t>(),
                 largest.const_data_ptr<int64_t>() + largest.numel());
+    elements = sizes.prod(1).sum().item<int64_t>();
+    TORCH_CHECK(elements > 0,
+                "to_padded_tensor: at least one constituent tensor should have non-zero numel");
   }
   if (output_size.has_value()) {
     TORCH_CHECK(output_size->size() == size.size(),
@@ -110,6 +114,8 @@ at::Tensor to_padded_tensor(const at::Tensor& nested, double padding,
     }
   }
   at::IntArrayRef out_size = output_size.has_value() ? *output_size : at::IntArrayRef(size);
+  // As on the CPU, the padding value is converted only where some element is padding.
+  if (c10::multiply_integers(out_size) == elements) padding = 0;
   if (std::optional<PaddedNested> p = padded_nested(nested)) {
     // At the padded tensor's own shape, whatever the lengths, so new lengths compile nothing.
     at::Tensor masked = at::where(padding_positions(*p).unsqueeze(2),

@@ -147,6 +147,34 @@ def test_other_nested_tensors_pad_as_on_the_cpu(shapes):
         [p.to(device) for p in parts]).to_padded_tensor(-3.0))
 
 
+def _long(*shape):
+    return torch.ones(shape, dtype=torch.int64)
+
+
+EDGES = {
+    "no_matrices": lambda d: torch.nested.nested_tensor([], device=d).to_padded_tensor(0.0),
+    "no_elements": lambda d: torch.nested.nested_tensor(
+        [torch.zeros(2, 0), torch.zeros(3, 0)]).to(d).to_padded_tensor(0.0),
+    "all_padding": lambda d: torch._nested_tensor_from_mask(
+        torch.ones(2, 3, 2, device=d), torch.zeros(2, 3, dtype=torch.bool, device=d)
+    ).to_padded_tensor(0.0),
+    "nan_into_integers_unused": lambda d: torch._nested_tensor_from_mask(
+        _long(2, 3, 2).to(d), torch.ones(2, 3, dtype=torch.bool, device=d)
+    ).to_padded_tensor(float("nan")),
+    "nan_into_integers_used": lambda d: torch.nested.nested_tensor(
+        [_long(2, 3), _long(1, 3)]).to(d).to_padded_tensor(float("nan")),
+    "nan_into_integers_output_size": lambda d: torch.nested.nested_tensor(
+        [_long(2, 3)]).to(d).to_padded_tensor(float("nan"), (1, 2, 4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDGES))
+def test_to_padded_tensor_edges(case):
+    """No matrices; matrices without elements (the CPU's error, a batch padded throughout
+    included); a padding value that does not fit the dtype, an error only where it is used."""
+    assert_same_as_cpu(EDGES[case])
+
+
 def test_encoder_layer_on_a_packed_nested_tensor():
     """A nested tensor made from a list (its matrices packed, of unequal lengths) goes through
     the layer padded too."""
