@@ -435,10 +435,14 @@ const char* scalar_type_name(ElementType type) {
   return "unknown";
 }
 
+std::pair<Value, Value> real_and_imag(FunctionBuilder& b, const Value& x) {
+  hlo::Shape part{real_part(x.shape.type), x.shape.dims};
+  return {b.op("stablehlo.real", {x}, part), b.op("stablehlo.imag", {x}, part)};
+}
+
 Value conjugate(FunctionBuilder& b, const Value& x) {
   if (!hlo::is_complex(x.shape.type)) return x;
-  hlo::Shape part{real_part(x.shape.type), x.shape.dims};
-  Value re = b.op("stablehlo.real", {x}, part), im = b.op("stablehlo.imag", {x}, part);
+  auto [re, im] = real_and_imag(b, x);
   return b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, x.shape);
 }
 

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/builder.h"
@@ -117,6 +118,9 @@ std::vector<Value> while_loop(FunctionBuilder& b, const std::vector<Value>& stat
 // PyTorch's name of the scalar type ("Float", "Long", "Bool"), as its "not implemented for" errors
 // spell it.
 const char* scalar_type_name(ElementType type);
+
+// The real and imaginary parts of a complex `x`, in its part type.
+std::pair<Value, Value> real_and_imag(FunctionBuilder& b, const Value& x);
 
 // The complex conjugate of `x`; a real value is its own.
 Value conjugate(FunctionBuilder& b, const Value& x);

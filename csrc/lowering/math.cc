@@ -249,7 +249,7 @@ Values lerp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value high = binary(b, "stablehlo.subtract", y,
                       binary(b, "stablehlo.multiply", diff,
                              binary(b, "stablehlo.subtract", full_like(b, w, 1), w)));
-  Value small = compare(b, unary(b, "stablehlo.abs", w), full_like(b, w, 0.5), "LT");
+  Value small = compare(b, modulus(b, w), full(b, real_part(c), w.shape.dims, 0.5), "LT");
   return {convert(b, select(b, small, low, high), out_type(a))};
 }
 
@@ -411,9 +411,7 @@ LoweringRule x_log(const std::string& log_op) {
 Values angle(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a);
   if (hlo::is_complex(v[0].shape.type)) {
-    ElementType part = real_part(v[0].shape.type);
-    Value re = b.op("stablehlo.real", {v[0]}, Shape{part, v[0].shape.dims});
-    Value im = b.op("stablehlo.imag", {v[0]}, Shape{part, v[0].shape.dims});
+    auto [re, im] = real_and_imag(b, v[0]);
     return {convert(b, binary(b, "stablehlo.atan2", im, re), t)};
   }
   Value x = arg(b, v, 0, opmath(t), a);
@@ -590,7 +588,12 @@ void register_math_rules(Registry& r) {
           return compare(b, x, x, "NE");
         }, false), {"isnan", "isnan.out"});
   r.add("isinf", predicate([](FunctionBuilder& b, const Value& x) {
-          return compare(b, unary(b, "stablehlo.abs", x), extreme_like(b, x, true), "EQ");
+          auto infinite = [&b](const Value& y) {
+            return compare(b, unary(b, "stablehlo.abs", y), extreme_like(b, y, true), "EQ");
+          };
+          if (!hlo::is_complex(x.shape.type)) return infinite(x);
+          auto [re, im] = real_and_imag(b, x);  // either part infinite, as PyTorch
+          return b_or(b, infinite(re), infinite(im));
         }, false), {"isinf", "isinf.out"});
   r.add("isposinf", predicate([](FunctionBuilder& b, const Value& x) {
           return compare(b, x, extreme_like(b, x, true), "EQ");

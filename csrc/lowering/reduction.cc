@@ -128,8 +128,7 @@ LoweringRule variance(bool root, bool with_mean = false) {
     Value dev = binary(b, "stablehlo.subtract", x, broadcast_to(b, mu, x.shape.dims));
     Value squares;  // |dev|^2
     if (complex) {
-      Shape part{c, dev.shape.dims};
-      Value re = b.op("stablehlo.real", {dev}, part), im = b.op("stablehlo.imag", {dev}, part);
+      auto [re, im] = real_and_imag(b, dev);
       squares = binary(b, "stablehlo.add", binary(b, "stablehlo.multiply", re, re),
                        binary(b, "stablehlo.multiply", im, im));
     } else {
@@ -152,10 +151,11 @@ Values logsumexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
   Value x = convert(b, v[0], c);
   Dims axes = reduction_dims(a, "dim", x.shape.rank());
-  Value m = reduce_extreme(b, x, axes, true);
+  // Shifted by the largest value (of a complex slice: the largest real part), as PyTorch.
+  Value m = reduce_extreme(b, convert(b, x, real_part(c)), axes, true);
   // An all -inf slice keeps -inf (not NaN): shift by 0 there.
   Value finite = b.op("stablehlo.is_finite", {m}, Shape{ElementType::kPred, m.shape.dims});
-  Value shift = select(b, finite, m, full(b, c, m.shape.dims, 0));
+  Value shift = convert(b, select(b, finite, m, full(b, m.shape.type, m.shape.dims, 0)), c);
   Value shifted = binary(b, "stablehlo.subtract", x,
                          broadcast_to(b, keep_dims(b, shift, x.shape.dims, axes), x.shape.dims));
   Value s = reduce(b, unary(b, "stablehlo.exponential", shifted), axes, constant(b, c, 0),
@@ -247,16 +247,16 @@ Values renorm(FunctionBuilder& b, const Values& v, const Attrs& a) {
   for (int64_t d = 0; d < static_cast<int64_t>(x.shape.rank()); ++d) {
     if (d != dim) axes.push_back(d);
   }
-  Value norm = keep_dims(b, norm_over(b, unary(b, "stablehlo.abs", x), axes, a.f("p")),
-                         x.shape.dims, axes);
+  ElementType r = real_part(c);  // norms of complex slices are of their moduli
+  Value norm = keep_dims(b, norm_over(b, modulus(b, x), axes, a.f("p")), x.shape.dims, axes);
   const Dims& nd = norm.shape.dims;
-  Value maxnorm = splat(b, v[1], c, nd);
+  Value maxnorm = splat(b, v[1], r, nd);
   Value factor = select(b, compare(b, norm, maxnorm, "GT"),
                         binary(b, "stablehlo.divide", maxnorm,
-                               binary(b, "stablehlo.add", norm, full(b, c, nd, 1e-7))),
-                        full(b, c, nd, 1));
-  return {convert(b, binary(b, "stablehlo.multiply", x, broadcast_to(b, factor, x.shape.dims)),
-                  t)};
+                               binary(b, "stablehlo.add", norm, full(b, r, nd, 1e-7))),
+                        full(b, r, nd, 1));
+  factor = convert(b, broadcast_to(b, factor, x.shape.dims), c);
+  return {convert(b, binary(b, "stablehlo.multiply", x, factor), t)};
 }
 
 // nansum(self, dim?, keepdim, dtype?): NaNs count as zero.

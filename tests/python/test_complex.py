@@ -108,3 +108,39 @@ def test_variance_of_complex_values(name, kwargs):
 def test_logsumexp_and_logaddexp_of_complex_values():
     assert_same_as_cpu(lambda d: (torch.logsumexp(_values(d)[0], 1),
                                   torch.logaddexp(_values(d)[0], _values(d)[1])))
+
+
+def _extremes(device):
+    """Complex values with infinite, NaN and huge parts (|3e38 + 3e38j| overflows float32)."""
+    inf, nan = float("inf"), float("nan")
+    parts = [(inf, 1), (1, -inf), (nan, inf), (-inf, nan), (nan, 0), (3e38, 3e38), (1, 2),
+             (-inf, -inf), (0, 0)]
+    return torch.tensor([complex(*p) for p in parts], dtype=torch.complex64).to(device)
+
+
+def test_isinf_of_complex_values_tests_each_part():
+    assert_same_as_cpu(lambda d: (torch.isinf(_extremes(d)), torch.isfinite(_extremes(d))))
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.7, 0.5 + 0.2j, -2.0, torch.tensor(0.2 - 0.6j)])
+def test_lerp_of_complex_values(weight):
+    """Exact at both ends on either side of |weight| = 0.5, as PyTorch."""
+    def fn(d):
+        a, b, _ = _values(d)
+        w = weight.to(d) if isinstance(weight, torch.Tensor) else weight
+        return torch.lerp(a, b, w)
+    assert_same_as_cpu(fn)
+
+
+@pytest.mark.parametrize("p,dim", [(2, 0), (1, 1), (3.5, -1)])
+def test_renorm_of_complex_values_scales_by_the_moduli(p, dim):
+    assert_same_as_cpu(lambda d: torch.renorm(_values(d)[0] * 4, p, dim, 1.5))
+
+
+def test_logsumexp_of_complex_values_with_infinite_real_parts():
+    def fn(d):
+        x = _values(d)[0].clone()
+        x[0] = complex(float("-inf"), 0)
+        x[1, 0] = complex(float("inf"), 0.5)
+        return torch.logsumexp(x, 1), torch.logsumexp(x, 0)
+    assert_same_as_cpu(fn)

@@ -149,10 +149,8 @@ ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": COMPLEX_LINALG for op in [
     "linalg_solve_triangular", "lu_unpack", "ormqr", "triangular_solve"]})
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": why for op, why in [
     ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE),
-    ("logsumexp", "its lowering shifts by the row maximum, which complex values lack"),
-    ("logcumsumexp", "as logsumexp"), ("logaddexp", "as logsumexp"),
-    ("renorm", "its lowering takes real values"), ("isinf", "its lowering takes real values"),
-    ("lerp.Scalar", "its lowering takes real values")]})
+    ("logcumsumexp", "its lowering shifts by a running maximum, which complex values lack"),
+    ("logaddexp", "as logcumsumexp")]})
 
 # Known bugs that kill the interpreter: xfailed without running them. (None at present.)
 CRASHES: dict = {}
