@@ -69,8 +69,15 @@ void nested_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   for (size_t i = 0; i < arguments.size(); ++i) {
     c10::IValue& value = (*stack)[first + i];
     bool written = arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite();
-    if (!written && value.isTensor() && value.toTensor().is_nested()) {
+    if (written) continue;
+    if (value.isTensor() && value.toTensor().is_nested()) {
       value = contiguous_nested(value.toTensor());
+    } else if (value.isTensorList()) {
+      std::vector<at::Tensor> tensors = value.toTensorVector();
+      for (at::Tensor& t : tensors) {
+        if (t.defined() && t.is_nested()) t = contiguous_nested(t);
+      }
+      value = c10::IValue(tensors);
     }
   }
   fall_back(op, stack, c10::DispatchKey::NestedTensorCPU);

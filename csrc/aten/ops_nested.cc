@@ -7,9 +7,13 @@
 // work runs at the padded shapes, the lengths being a mask. Other nested ops run on the CPU
 // (fallback.cc), on contiguous copies, as the CPU's kernels expect.
 #include <ATen/NestedTensorImpl.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/copy_native.h>
+#include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
@@ -139,6 +143,29 @@ at::Tensor to_padded_tensor(const at::Tensor& nested, double padding,
   return out;
 }
 
+// Copies between devices and dtypes: PyTorch's, which take packed matrices, on a packed copy.
+at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype,
+                   std::optional<at::Layout> layout, std::optional<at::Device> device,
+                   std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<at::MemoryFormat> memory_format) {
+  return at::native::_to_copy_nested(contiguous_nested(self), dtype, layout, device, pin_memory,
+                                     non_blocking, memory_format);
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (!self.is_nested() || !src.is_nested() || (self.is_contiguous() && src.is_contiguous())) {
+    return at::native::copy_nested_(self, src, non_blocking);
+  }
+  const at::native::NestedTensorImpl* to = at::native::get_nested_tensor_impl(self);
+  const at::native::NestedTensorImpl* from = at::native::get_nested_tensor_impl(src);
+  TORCH_CHECK(at::equal(to->get_nested_sizes(), from->get_nested_sizes()),
+              "copy_ only supports tensors that are the same size for Nested implementations");
+  for (int64_t b = 0; b < batch_of(self); ++b) {
+    component(self, b).copy_(component(src, b), non_blocking);
+  }
+  return self;
+}
+
 }  // namespace
 
 at::Tensor nested_view_of_padded(const at::Tensor& padded, const std::vector<int64_t>& lengths) {
@@ -220,6 +247,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("to_padded_tensor", TORCH_FN(to_padded_tensor));
+  m.impl("_to_copy", TORCH_FN(to_copy));
+  m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
+  m.impl("copy_", TORCH_FN(copy_));
 }
 
 }  // namespace torchtpu::aten

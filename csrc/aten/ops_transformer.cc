@@ -119,10 +119,14 @@ at::Tensor nested_transformer_encoder_layer(
   std::optional<PaddedNested> in = to_padded_nested(src);
   TORCH_CHECK(in.has_value(), "_transformer_encoder_layer_fwd: expected a nested tensor of "
               "matrices of one width (its tokens' embeddings)");
+  // The padded rows are zeros first: attention weighs them by 0, which keeps a NaN or inf there
+  // (never packed on the CPU) out of the real rows.
+  at::Tensor padding = padding_positions(*in);
+  at::Tensor rows = at::where(padding.unsqueeze(2), at::Scalar(0.0), in->padded);
   at::Tensor out = transformer_encoder_layer(
-      in->padded, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
+      rows, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
       norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
-      ffn_bias_1, ffn_weight_2, ffn_bias_2, padding_positions(*in), /*mask_type=*/1);
+      ffn_bias_1, ffn_weight_2, ffn_bias_2, padding, /*mask_type=*/1);
   return nested_view_of_padded(out.contiguous(), in->lengths);
 }
 

@@ -1,8 +1,5 @@
 // Every "tpu" kernel registration, in one place, top to bottom.
 #include <ATen/ops/_reshape_alias_native.h>
-#include <ATen/ops/_to_copy_native.h>
-#include <ATen/ops/copy_native.h>
-#include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -164,13 +161,8 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
 }
 
-// Nested tensors (what nn.TransformerEncoder's inference fast path makes of a padded batch)
-// move between the devices with PyTorch's generic copy, and their ops run on the CPU.
-TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
-  m.impl("_to_copy", TORCH_FN(at::native::_to_copy_nested));
-  m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
-  m.impl("copy_", TORCH_FN(at::native::copy_nested_));
-}
+// Nested tensors (what nn.TransformerEncoder's inference fast path makes of a padded batch): the
+// ops ops_nested.cc does not take run on the CPU.
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&nested_cpu_fallback>());
 }

@@ -94,7 +94,15 @@ Value transpose(FunctionBuilder& b, const Value& v, const Dims& permutation) {
 Value modulus(FunctionBuilder& b, const Value& x) {
   if (!hlo::is_complex(x.shape.type)) return unary(b, "stablehlo.abs", x);
   ElementType part = real_part(x.shape.type);
-  return b.op("stablehlo.abs", {x}, Shape{part, x.shape.dims});
+  Value m = b.op("stablehlo.abs", {x}, Shape{part, x.shape.dims});
+  // hypot's rules, which the CPU plugin's complex abs breaks (|1 + NaN i| was sqrt(2), |NaN i|
+  // 0, |NaN + inf i| NaN): an infinite part makes it inf, else a NaN part NaN.
+  auto [re, im] = real_and_imag(b, x);
+  Value inf = broadcast_in_dim(b, extreme(b, part, true), x.shape.dims, {});
+  Value infinite = b_or(b, compare(b, unary(b, "stablehlo.abs", re), inf, "EQ"),
+                        compare(b, unary(b, "stablehlo.abs", im), inf, "EQ"));
+  Value nan = b_or(b, is_nan(b, re), is_nan(b, im));
+  return select(b, infinite, inf, select(b, nan, binary(b, "stablehlo.add", re, im), m));
 }
 
 Value pad_end(FunctionBuilder& b, const Value& v, int64_t count) {

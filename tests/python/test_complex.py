@@ -122,6 +122,12 @@ def test_isinf_of_complex_values_tests_each_part():
     assert_same_as_cpu(lambda d: (torch.isinf(_extremes(d)), torch.isfinite(_extremes(d))))
 
 
+def test_abs_of_complex_values_follows_hypot():
+    """An infinite part makes the modulus inf, else a NaN part NaN (the plugin's complex abs had
+    given |1 + NaN i| = sqrt(2) and |NaN i| = 0)."""
+    assert_same_as_cpu(lambda d: torch.abs(_extremes(d)))
+
+
 @pytest.mark.parametrize("weight", [0.3, 0.7, 0.5 + 0.2j, -2.0, torch.tensor(0.2 - 0.6j)])
 def test_lerp_of_complex_values(weight):
     """Exact at both ends on either side of |weight| = 0.5, as PyTorch."""
@@ -135,6 +141,13 @@ def test_lerp_of_complex_values(weight):
 @pytest.mark.parametrize("p,dim", [(2, 0), (1, 1), (3.5, -1)])
 def test_renorm_of_complex_values_scales_by_the_moduli(p, dim):
     assert_same_as_cpu(lambda d: torch.renorm(_values(d)[0] * 4, p, dim, 1.5))
+
+
+def test_renorm_of_complex_values_with_nan_and_infinite_parts():
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[complex(1, nan), 1, 2], [complex(nan, inf), 1, 2], [0.1, 0.2j, 0.3]],
+                     dtype=torch.complex64)
+    assert_same_as_cpu(lambda d: torch.renorm(x.to(d), 2, 0, 1.0))
 
 
 def test_logsumexp_of_complex_values_with_infinite_real_parts():

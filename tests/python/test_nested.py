@@ -57,6 +57,18 @@ def test_encoder_with_a_padding_mask_matches_cpu(each_eager_mode, norm_first, ac
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e38])
+def test_values_in_padded_positions_do_not_reach_real_rows(each_eager_mode, value):
+    """The CPU never packs padded positions; on tpu they are zeros before each layer (attention
+    weighs them by 0, and 0 * NaN would be NaN)."""
+    encoder = _encoder()
+    x = torch.randn(2, 5, E, generator=torch.Generator().manual_seed(2))
+    x[1, 3:] = value
+    padding = _padding([5, 3], 5)
+    torch.testing.assert_close(_run(encoder, x, padding, "tpu"), _run(encoder, x, padding, "cpu"),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_new_lengths_compile_nothing(each_eager_mode):
     """The layers run at the padded shape: a batch with other lengths reuses every program."""
     encoder = _encoder().to("tpu")
@@ -222,4 +234,32 @@ def test_other_ops_take_the_nested_view_as_the_cpu_takes_its_packed_tensor():
     def fn(device):
         nested = torch._nested_tensor_from_mask(x.to(device), mask.to(device))
         return [part for part in (nested * 2).unbind()]
+    assert_same_as_cpu(fn)
+
+
+def _from_mask(device, lengths=(4, 1, 2), dtype=torch.float32):
+    x = torch.arange(3 * 4 * 5, dtype=dtype).view(3, 4, 5)
+    return torch._nested_tensor_from_mask(x.to(device), _padding(lengths, 4).logical_not().to(device))
+
+
+COPIES = {
+    "to_cpu": lambda d: _from_mask(d).cpu(),
+    "to_float64": lambda d: _from_mask(d).to(torch.float64),
+    "clone": lambda d: _from_mask(d).clone(),
+    "cat": lambda d: torch.cat([_from_mask(d), _from_mask(d)]),
+    "copy_into_packed": lambda d: torch.nested.nested_tensor(
+        [torch.zeros(4, 5), torch.zeros(1, 5), torch.zeros(2, 5)]).to(d).copy_(_from_mask(d)),
+    "copy_into_view": lambda d: _from_mask(d).copy_(torch.nested.nested_tensor(
+        [torch.ones(4, 5), torch.ones(1, 5), torch.ones(2, 5)]).to(d)),
+    "copy_other_sizes": lambda d: _from_mask(d).copy_(_from_mask(d, (4, 2, 2))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COPIES))
+def test_copies_of_the_nested_view(case):
+    """The view copies to other devices and dtypes, into and from packed nested tensors, and
+    through ops on lists of nested tensors, as the CPU's packed one does."""
+    def fn(d):
+        out = COPIES[case](d)
+        return out.cpu().to_padded_tensor(-1.0)
     assert_same_as_cpu(fn)
