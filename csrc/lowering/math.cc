@@ -2,6 +2,7 @@
 // and their gradients. Operands arrive in their own dtypes; outputs are in PyTorch's (attrs).
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -273,9 +274,45 @@ Value reciprocal(FunctionBuilder& b, const Value& x) {
   return binary(b, "stablehlo.divide", full_like(b, x, 1), x);
 }
 
+Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type) {
+  return b.op("stablehlo.complex", {re, im}, Shape{type, re.shape.dims});
+}
+
+// log(x) / log(base); of a complex x, each part divided (a complex division by log(base) + 0i
+// made log10(0) -inf + NaN i where the CPU gives -inf + 0i).
 Value log_base(FunctionBuilder& b, const Value& x, double base) {
-  return binary(b, "stablehlo.divide", unary(b, "stablehlo.log", x),
-                full_like(b, x, std::log(base)));
+  Value log = unary(b, "stablehlo.log", x);
+  if (!hlo::is_complex(x.shape.type)) {
+    return binary(b, "stablehlo.divide", log, full_like(b, x, std::log(base)));
+  }
+  auto [re, im] = real_and_imag(b, log);
+  Value scale = full_like(b, re, std::log(base));
+  return make_complex(b, binary(b, "stablehlo.divide", re, scale),
+                      binary(b, "stablehlo.divide", im, scale), x.shape.type);
+}
+
+// XLA's complex sqrt and inverse trigonometric and hyperbolic functions put a result on the
+// wrong side of a branch cut when the input lies on it with a negative zero (sqrt(-1 - 0i) was +i
+// where the CPU, as C99, gives -i), and give zeros of the wrong sign. Each function's symmetry
+// names the sign of each part of its result: f(conj z) = conj f(z) makes the imaginary part take
+// z's (acos's the opposite), oddness makes the real part take z's (asin, asinh, atan, atanh);
+// sqrt, acos and acosh keep their real parts, which are never negative.
+struct BranchSigns {
+  bool real_of_real;
+  int imag_of_imag;  // 1: z's sign, -1: the opposite
+};
+
+Value on_its_branch(FunctionBuilder& b, const Value& z, const Value& r, BranchSigns signs) {
+  auto [zr, zi] = real_and_imag(b, z);
+  auto [rr, ri] = real_and_imag(b, r);
+  auto with_sign = [&b](const Value& magnitude, const Value& negative) {
+    Value m = unary(b, "stablehlo.abs", magnitude);
+    return select(b, negative, unary(b, "stablehlo.negate", m), m);
+  };
+  Value imag_negative = sign_bit(b, zi);
+  if (signs.imag_of_imag < 0) imag_negative = unary(b, "stablehlo.not", imag_negative);
+  Value re = signs.real_of_real ? with_sign(rr, sign_bit(b, zr)) : rr;
+  return make_complex(b, re, with_sign(ri, imag_negative), r.shape.type);
 }
 
 // PyTorch's sign of a float is (0 < x) - (x < 0): 0 for NaN, and +0 for -0.
@@ -420,10 +457,6 @@ Values angle(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, select(b, is_nan(b, x), x, r), t)};
 }
 
-Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type) {
-  return b.op("stablehlo.complex", {re, im}, Shape{type, re.shape.dims});
-}
-
 // complex(real, imag) and polar(abs, angle).
 LoweringRule complex_from(bool polar) {
   return [polar](FunctionBuilder& b, const Values& v, const Attrs& a) {
@@ -549,7 +582,23 @@ void register_math_rules(Registry& r) {
       {"lgamma", "chlo.lgamma"},
       {"neg", "stablehlo.negate"},
   };
-  for (const auto& [name, op] : functions) r.add(name, unary_op(op), all(name));
+  const std::map<std::string, BranchSigns> branch_signs = {
+      {"sqrt", {false, 1}}, {"acosh", {false, 1}}, {"acos", {false, -1}},
+      {"asin", {true, 1}},  {"asinh", {true, 1}},  {"atan", {true, 1}},
+      {"atanh", {true, 1}}};
+  for (const auto& [name, op] : functions) {
+    auto found = branch_signs.find(name);
+    if (found == branch_signs.end()) {
+      r.add(name, unary_op(op), all(name));
+      continue;
+    }
+    std::string hlo_op = op;
+    BranchSigns rule = found->second;
+    r.add(name, unary_fn([hlo_op, rule](FunctionBuilder& b, const Value& x) {
+            Value y = unary(b, hlo_op, x);
+            return hlo::is_complex(x.shape.type) ? on_its_branch(b, x, y, rule) : y;
+          }), all(name));
+  }
   r.add("bitwise_not", bitwise("bitwise_not", unary_op("stablehlo.not")), all("bitwise_not"));
   // abs of a complex number is its modulus, a real: computed on the complex value itself.
   const LoweringRule real_abs = unary_op("stablehlo.abs");
