@@ -8,7 +8,9 @@ on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
   OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took 25 min of
   the suite's 2-core time);
 - the other op suites (OP_SUITES) in Strict and in Debug, and the runtime's suites
-  (RUNTIME_SUITES) in Strict;
+  (RUNTIME_SUITES) in Strict; of test_opinfo_variants.py, whose every op also runs in the
+  environment's mode below, Strict and Debug each take half of the ops (Debug runs Strict's
+  per-op programs, with a wait and checks after each op);
 - every test file but OpInfo in the environment's eager mode (DeferAndFuse, the default, unless
   TORCHTPU_EAGER_MODE says otherwise), one job per file.
 
@@ -60,7 +62,8 @@ def jobs():
                        {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
                         "TORCHTPU_OPINFO_SHARD": f"{half}/2"},
                        ["test_opinfo.py"] + (OP_SUITES if mode == "debug" else [])))
-    result.append(("strict op and runtime suites", {"TORCHTPU_EAGER_MODE": "strict"},
+    result.append(("strict op and runtime suites",
+                   {"TORCHTPU_EAGER_MODE": "strict", "TORCHTPU_OPINFO_SHARD": "0/2"},
                    OP_SUITES + RUNTIME_SUITES))
     files = sorted(f for f in os.listdir(TESTS)
                    if f.startswith("test_") and f.endswith(".py") and f != "test_opinfo.py")
