@@ -291,30 +291,6 @@ Value log_base(FunctionBuilder& b, const Value& x, double base) {
                       binary(b, "stablehlo.divide", im, scale), x.shape.type);
 }
 
-// XLA's complex sqrt and inverse trigonometric and hyperbolic functions put a result on the
-// wrong side of a branch cut when the input lies on it with a negative zero (sqrt(-1 - 0i) was +i
-// where the CPU, as C99, gives -i), and give zeros of the wrong sign. Each function's symmetry
-// names the sign of each part of its result: f(conj z) = conj f(z) makes the imaginary part take
-// z's (acos's the opposite), oddness makes the real part take z's (asin, asinh, atan, atanh);
-// sqrt, acos and acosh keep their real parts, which are never negative.
-struct BranchSigns {
-  bool real_of_real;
-  int imag_of_imag;  // 1: z's sign, -1: the opposite
-};
-
-Value on_its_branch(FunctionBuilder& b, const Value& z, const Value& r, BranchSigns signs) {
-  auto [zr, zi] = real_and_imag(b, z);
-  auto [rr, ri] = real_and_imag(b, r);
-  auto with_sign = [&b](const Value& magnitude, const Value& negative) {
-    Value m = unary(b, "stablehlo.abs", magnitude);
-    return select(b, negative, unary(b, "stablehlo.negate", m), m);
-  };
-  Value imag_negative = sign_bit(b, zi);
-  if (signs.imag_of_imag < 0) imag_negative = unary(b, "stablehlo.not", imag_negative);
-  Value re = signs.real_of_real ? with_sign(rr, sign_bit(b, zr)) : rr;
-  return make_complex(b, re, with_sign(ri, imag_negative), r.shape.type);
-}
-
 // PyTorch's sign of a float is (0 < x) - (x < 0): 0 for NaN, and +0 for -0.
 Value sign(FunctionBuilder& b, const Value& x) {
   if (x.shape.type == ElementType::kPred) return x;
@@ -360,6 +336,25 @@ Value ignoring_nan(FunctionBuilder& b, const Value& x, const Value& y, const Val
 Value copysign(FunctionBuilder& b, const Value& x, const Value& y) {
   Value magnitude = unary(b, "stablehlo.abs", x);
   return select(b, sign_bit(b, y), unary(b, "stablehlo.negate", magnitude), magnitude);
+}
+
+// XLA's complex sqrt and inverse trigonometric and hyperbolic functions put a result on the
+// wrong side of a branch cut when the input lies on it with a negative zero (sqrt(-1 - 0i) was +i
+// where the CPU, as C99, gives -i), and give zeros of the wrong sign. Each function's symmetry
+// names the sign of each part of its result: f(conj z) = conj f(z) makes the imaginary part take
+// z's (acos's the opposite), oddness makes the real part take z's (asin, asinh, atan, atanh);
+// sqrt, acos and acosh keep their real parts, which are never negative.
+struct BranchSigns {
+  bool real_of_real;
+  int imag_of_imag;  // 1: z's sign, -1: the opposite
+};
+
+Value on_its_branch(FunctionBuilder& b, const Value& z, const Value& r, BranchSigns signs) {
+  auto [zr, zi] = real_and_imag(b, z);
+  auto [rr, ri] = real_and_imag(b, r);
+  Value imag_sign = signs.imag_of_imag < 0 ? unary(b, "stablehlo.negate", zi) : zi;
+  Value re = signs.real_of_real ? copysign(b, rr, zr) : rr;
+  return make_complex(b, re, copysign(b, ri, imag_sign), r.shape.type);
 }
 
 // gcd(x, y) of integers, by Euclid's algorithm on every element at once until all remainders
