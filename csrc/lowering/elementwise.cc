@@ -137,7 +137,7 @@ Values div(FunctionBuilder& b, const Values& operands, const Attrs& attrs) {
     return result(b, floating ? floor_div_float(b, p.v[0], p.v[1]) : floor_div_int(b, p.v[0], p.v[1]),
                   attrs);
   }
-  Value q = binary(b, "stablehlo.divide", p.v[0], p.v[1]);
+  Value q = divide(b, p.v[0], p.v[1]);
   if (mode == "trunc" && floating) q = trunc_float(b, q);
   return result(b, q, attrs);
 }

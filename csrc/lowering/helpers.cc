@@ -454,4 +454,31 @@ Value conjugate(FunctionBuilder& b, const Value& x) {
   return b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, x.shape);
 }
 
+Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
+  if (!hlo::is_complex(x.shape.type)) return binary(b, "stablehlo.divide", x, y);
+  auto [p, q] = real_and_imag(b, x);
+  auto [c, d] = real_and_imag(b, y);
+  auto op = [&b](const char* name) {
+    return [&b, name](const Value& u, const Value& v) { return binary(b, name, u, v); };
+  };
+  auto mul = op("stablehlo.multiply"), add = op("stablehlo.add");
+  auto sub = op("stablehlo.subtract"), div = op("stablehlo.divide");
+  Value abs_c = unary(b, "stablehlo.abs", c), abs_d = unary(b, "stablehlo.abs", d);
+  Value one = broadcast_in_dim(b, constant(b, c.shape.type, 1), c.shape.dims, {});
+  Value zero = broadcast_in_dim(b, constant(b, c.shape.type, 0), c.shape.dims, {});
+  // |c| >= |d| (false where either is NaN): the ratio d / c
+  Value rat = div(d, c), scl = div(one, add(c, mul(d, rat)));
+  Value re_c = mul(add(p, mul(q, rat)), scl), im_c = mul(sub(q, mul(p, rat)), scl);
+  // both zero: an infinity or NaN in each part
+  Value both_zero = b_and(b, compare(b, abs_c, zero, "EQ"), compare(b, abs_d, zero, "EQ"));
+  re_c = select(b, both_zero, div(p, abs_c), re_c);
+  im_c = select(b, both_zero, div(q, abs_d), im_c);
+  // else the ratio c / d
+  Value rat_d = div(c, d), scl_d = div(one, add(d, mul(c, rat_d)));
+  Value re_d = mul(add(mul(p, rat_d), q), scl_d), im_d = mul(sub(mul(q, rat_d), p), scl_d);
+  Value by_c = compare(b, abs_c, abs_d, "GE");
+  return b.op("stablehlo.complex", {select(b, by_c, re_c, re_d), select(b, by_c, im_c, im_d)},
+              x.shape);
+}
+
 }  // namespace torchtpu::lowering

@@ -125,4 +125,8 @@ std::pair<Value, Value> real_and_imag(FunctionBuilder& b, const Value& x);
 // The complex conjugate of `x`; a real value is its own.
 Value conjugate(FunctionBuilder& b, const Value& x);
 
+// x / y; of complex values by Smith's scaling, as the CPU divides (XLA's division differed at
+// zeros and infinities: 0 / (inf + inf i) was 0, not NaN; -1 / (-0 + 0i) inf + NaN i, not -inf).
+Value divide(FunctionBuilder& b, const Value& x, const Value& y);
+
 }  // namespace torchtpu::lowering

@@ -270,25 +270,8 @@ Value silu(FunctionBuilder& b, const Value& x) {
   return binary(b, "stablehlo.multiply", x, sigmoid(b, x));
 }
 
-Value reciprocal(FunctionBuilder& b, const Value& x) {
-  return binary(b, "stablehlo.divide", full_like(b, x, 1), x);
-}
-
 Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type) {
   return b.op("stablehlo.complex", {re, im}, Shape{type, re.shape.dims});
-}
-
-// log(x) / log(base); of a complex x, each part divided (a complex division by log(base) + 0i
-// made log10(0) -inf + NaN i where the CPU gives -inf + 0i).
-Value log_base(FunctionBuilder& b, const Value& x, double base) {
-  Value log = unary(b, "stablehlo.log", x);
-  if (!hlo::is_complex(x.shape.type)) {
-    return binary(b, "stablehlo.divide", log, full_like(b, x, std::log(base)));
-  }
-  auto [re, im] = real_and_imag(b, log);
-  Value scale = full_like(b, re, std::log(base));
-  return make_complex(b, binary(b, "stablehlo.divide", re, scale),
-                      binary(b, "stablehlo.divide", im, scale), x.shape.type);
 }
 
 // PyTorch's sign of a float is (0 < x) - (x < 0): 0 for NaN, and +0 for -0.
@@ -349,12 +332,190 @@ struct BranchSigns {
   int imag_of_imag;  // 1: z's sign, -1: the opposite
 };
 
+const std::map<std::string, BranchSigns>& branch_signs() {
+  static const std::map<std::string, BranchSigns> signs = {
+      {"sqrt", {false, 1}}, {"acosh", {false, 1}}, {"acos", {false, -1}},
+      {"asin", {true, 1}},  {"asinh", {true, 1}},  {"atan", {true, 1}},
+      {"atanh", {true, 1}}};
+  return signs;
+}
+
 Value on_its_branch(FunctionBuilder& b, const Value& z, const Value& r, BranchSigns signs) {
   auto [zr, zi] = real_and_imag(b, z);
   auto [rr, ri] = real_and_imag(b, r);
   Value imag_sign = signs.imag_of_imag < 0 ? unary(b, "stablehlo.negate", zi) : zi;
   Value re = signs.real_of_real ? copysign(b, rr, zr) : rr;
   return make_complex(b, re, copysign(b, ri, imag_sign), r.shape.type);
+}
+
+// Where a part of a complex function's input is NaN, XLA's expansions drop the NaN or make one up
+// (log(1 + NaN i) had a finite real part, atan(1 + NaN i) a real part of pi/2, exp(-inf + NaN i)
+// was NaN + NaN i, not 0). C99's Annex G, which the CPU follows, gives NaN in both parts but for
+// a few rows, each naming which part is NaN, what the other part is and what each result part is.
+enum class Other { kZero, kInf, kPlusInf, kMinusInf };  // ±0, ±inf, +inf, -inf
+struct Part {
+  double value;  // NaN: a NaN
+  int sign;      // 0: the value's own sign; 1: the other part's; -1: the opposite of the other's
+};
+struct NanRow {
+  bool real_is_nan;  // else the imaginary part is NaN
+  Other other;
+  Part re, im;
+};
+
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+const double kInfinity = std::numeric_limits<double>::infinity();
+const Part kNanPart{kNan, 0};
+
+Value nan_row_part(FunctionBuilder& b, const Value& other, Part part) {
+  Value value = full_like(b, other, part.value);
+  if (part.sign == 0 || std::isnan(part.value)) return value;
+  return copysign(b, value, part.sign > 0 ? other : unary(b, "stablehlo.negate", other));
+}
+
+Value with_nan_rows(FunctionBuilder& b, const Value& z, const Value& r,
+                    const std::vector<NanRow>& rows) {
+  auto [x, y] = real_and_imag(b, z);
+  Value x_nan = is_nan(b, x), y_nan = is_nan(b, y);
+  Value re = full_like(b, x, kNan), im = re;
+  for (const NanRow& row : rows) {
+    const Value& other = row.real_is_nan ? y : x;
+    Value is_other;
+    switch (row.other) {
+      case Other::kZero: is_other = compare(b, other, full_like(b, other, 0), "EQ"); break;
+      case Other::kInf:
+        is_other = compare(b, unary(b, "stablehlo.abs", other), full_like(b, other, kInfinity),
+                           "EQ");
+        break;
+      case Other::kPlusInf:
+        is_other = compare(b, other, full_like(b, other, kInfinity), "EQ");
+        break;
+      case Other::kMinusInf:
+        is_other = compare(b, other, full_like(b, other, -kInfinity), "EQ");
+        break;
+    }
+    Value here = b_and(b, row.real_is_nan ? x_nan : y_nan, is_other);
+    re = select(b, here, nan_row_part(b, other, row.re), re);
+    im = select(b, here, nan_row_part(b, other, row.im), im);
+  }
+  return select(b, b_or(b, x_nan, y_nan), make_complex(b, re, im, z.shape.type), r);
+}
+
+// Each complex function's rows (a function not named has none). The inverse functions' are
+// written for x + NaN i and NaN + y i alike; the trigonometric ones follow from the hyperbolic
+// ones by sin(z) = -i sinh(iz) and cos(z) = cosh(iz).
+const std::map<std::string, std::vector<NanRow>>& nan_rows() {
+  constexpr bool kReal = true, kImag = false;
+  const double half_pi = M_PI / 2;
+  static const std::map<std::string, std::vector<NanRow>> rows = {
+      {"log", {{kImag, Other::kInf, {kInfinity, 0}, kNanPart},
+               {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
+      {"exp", {{kImag, Other::kPlusInf, {kInfinity, 0}, kNanPart},
+               {kImag, Other::kMinusInf, {0, 0}, {0, 0}},
+               {kReal, Other::kZero, kNanPart, {0, 1}}}},
+      {"sqrt", {{kImag, Other::kPlusInf, {kInfinity, 0}, kNanPart},
+                {kImag, Other::kMinusInf, kNanPart, {kInfinity, 0}},
+                {kReal, Other::kInf, {kInfinity, 0}, {kInfinity, 1}}}},
+      {"sin", {{kImag, Other::kZero, {0, 1}, kNanPart},
+               {kReal, Other::kZero, kNanPart, {0, 1}},
+               {kReal, Other::kInf, kNanPart, {kInfinity, 0}}}},
+      {"cos", {{kImag, Other::kZero, kNanPart, {0, 1}},
+               {kReal, Other::kZero, kNanPart, {0, 0}},
+               {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
+      {"tan", {{kImag, Other::kZero, {0, 1}, kNanPart},
+               {kReal, Other::kZero, kNanPart, {0, 1}},
+               {kReal, Other::kInf, {0, 0}, {1, 1}}}},
+      {"sinh", {{kImag, Other::kZero, {0, 1}, kNanPart},
+                {kImag, Other::kInf, {kInfinity, 0}, kNanPart},
+                {kReal, Other::kZero, kNanPart, {0, 1}}}},
+      {"cosh", {{kImag, Other::kZero, kNanPart, {0, 0}},
+                {kImag, Other::kInf, {kInfinity, 0}, kNanPart},
+                {kReal, Other::kZero, kNanPart, {0, 1}}}},
+      {"tanh", {{kImag, Other::kZero, {0, 1}, kNanPart},
+                {kImag, Other::kInf, {1, 1}, {0, 0}},
+                {kReal, Other::kZero, kNanPart, {0, 1}}}},
+      {"sigmoid", {{kImag, Other::kPlusInf, {1, 0}, {0, 0}}}},
+      {"asin", {{kImag, Other::kZero, {0, 1}, kNanPart},
+                {kImag, Other::kInf, kNanPart, {kInfinity, 0}},
+                {kReal, Other::kInf, kNanPart, {kInfinity, 1}}}},
+      {"acos", {{kImag, Other::kZero, {half_pi, 0}, kNanPart},
+                {kImag, Other::kInf, kNanPart, {-kInfinity, 0}},
+                {kReal, Other::kInf, kNanPart, {kInfinity, -1}}}},
+      {"atan", {{kImag, Other::kInf, {half_pi, 1}, {0, 0}},
+                {kReal, Other::kZero, kNanPart, {0, 1}},
+                {kReal, Other::kInf, kNanPart, {0, 1}}}},
+      {"asinh", {{kImag, Other::kInf, {kInfinity, 1}, kNanPart},
+                 {kReal, Other::kZero, kNanPart, {0, 1}},
+                 {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
+      {"acosh", {{kImag, Other::kZero, kNanPart, {half_pi, 0}},
+                 {kImag, Other::kInf, {kInfinity, 0}, kNanPart},
+                 {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
+      {"atanh", {{kImag, Other::kZero, {0, 1}, kNanPart},
+                 {kImag, Other::kInf, {0, 1}, kNanPart},
+                 {kReal, Other::kInf, {0, 0}, {half_pi, 1}}}},
+      {"log1p", {}},
+      {"expm1", {}},
+      {"reciprocal", {}},
+  };
+  return rows;
+}
+
+Value reciprocal(FunctionBuilder& b, const Value& x) {
+  Value y = divide(b, full_like(b, x, 1), x);
+  return hlo::is_complex(x.shape.type) ? with_nan_rows(b, x, y, nan_rows().at("reciprocal")) : y;
+}
+
+// The plugin's `op` of x, and of a complex x, on its branch (`branch_signs`) and NaN where the
+// CPU has it (`nan_rows`).
+Value complex_aware(FunctionBuilder& b, const std::string& name, const std::string& op,
+                    const Value& x) {
+  if (name == "rsqrt" && hlo::is_complex(x.shape.type)) {  // as the CPU: 1 / sqrt(x)
+    return reciprocal(b, complex_aware(b, "sqrt", "stablehlo.sqrt", x));
+  }
+  Value y = unary(b, op, x);
+  if (!hlo::is_complex(x.shape.type)) return y;
+  auto signs = branch_signs().find(name);
+  if (signs != branch_signs().end()) y = on_its_branch(b, x, y, signs->second);
+  auto rows = nan_rows().find(name);
+  return rows == nan_rows().end() ? y : with_nan_rows(b, x, y, rows->second);
+}
+
+// log(x) / log(base); of a complex x, each part divided (a complex division by log(base) + 0i
+// made log10(0) -inf + NaN i where the CPU gives -inf + 0i).
+Value log_base(FunctionBuilder& b, const Value& x, double base) {
+  Value log = complex_aware(b, "log", "stablehlo.log", x);
+  if (!hlo::is_complex(x.shape.type)) {
+    return binary(b, "stablehlo.divide", log, full_like(b, x, std::log(base)));
+  }
+  auto [re, im] = real_and_imag(b, log);
+  Value scale = full_like(b, re, std::log(base));
+  return make_complex(b, binary(b, "stablehlo.divide", re, scale),
+                      binary(b, "stablehlo.divide", im, scale), x.shape.type);
+}
+
+// x ** y. A complex x to a real power of 1, 2, 3, 1/2, -1/2, -1 or -2 is, as on the CPU, itself,
+// a product, sqrt, rsqrt or reciprocal, not exp(y log x): (NaN i) ** 2 was 0, (1 + 2i) ** 2
+// inexact.
+Value power(FunctionBuilder& b, const Value& x, const Value& y) {
+  Value r = binary(b, "stablehlo.power", x, y);
+  if (!hlo::is_complex(x.shape.type)) return r;
+  auto [y_re, y_im] = real_and_imag(b, y);
+  Value real_exponent = compare(b, y_im, full_like(b, y_im, 0), "EQ");
+  Value square = binary(b, "stablehlo.multiply", x, x);
+  const std::pair<double, Value> cases[] = {
+      {1, x},
+      {2, square},
+      {3, binary(b, "stablehlo.multiply", square, x)},
+      {0.5, complex_aware(b, "sqrt", "stablehlo.sqrt", x)},
+      {-0.5, complex_aware(b, "rsqrt", "stablehlo.rsqrt", x)},
+      {-1, reciprocal(b, x)},
+      {-2, reciprocal(b, square)},
+  };
+  for (const auto& [exponent, value] : cases) {
+    Value here = b_and(b, real_exponent, compare(b, y_re, full_like(b, y_re, exponent), "EQ"));
+    r = select(b, here, value, r);
+  }
+  return r;
 }
 
 // gcd(x, y) of integers, by Euclid's algorithm on every element at once until all remainders
@@ -577,21 +738,10 @@ void register_math_rules(Registry& r) {
       {"lgamma", "chlo.lgamma"},
       {"neg", "stablehlo.negate"},
   };
-  const std::map<std::string, BranchSigns> branch_signs = {
-      {"sqrt", {false, 1}}, {"acosh", {false, 1}}, {"acos", {false, -1}},
-      {"asin", {true, 1}},  {"asinh", {true, 1}},  {"atan", {true, 1}},
-      {"atanh", {true, 1}}};
   for (const auto& [name, op] : functions) {
-    auto found = branch_signs.find(name);
-    if (found == branch_signs.end()) {
-      r.add(name, unary_op(op), all(name));
-      continue;
-    }
-    std::string hlo_op = op;
-    BranchSigns rule = found->second;
-    r.add(name, unary_fn([hlo_op, rule](FunctionBuilder& b, const Value& x) {
-            Value y = unary(b, hlo_op, x);
-            return hlo::is_complex(x.shape.type) ? on_its_branch(b, x, y, rule) : y;
+    std::string fn = name, hlo_op = op;
+    r.add(name, unary_fn([fn, hlo_op](FunctionBuilder& b, const Value& x) {
+            return complex_aware(b, fn, hlo_op, x);
           }), all(name));
   }
   r.add("bitwise_not", bitwise("bitwise_not", unary_op("stablehlo.not")), all("bitwise_not"));
@@ -678,7 +828,7 @@ void register_math_rules(Registry& r) {
   r.elementwise("minimum", binary_fn(minimum), all("minimum"));
   r.elementwise("max_other", binary_fn(maximum), {"max.other"});
   r.elementwise("min_other", binary_fn(minimum), {"min.other"});
-  r.elementwise("pow", binary_op("stablehlo.power"),
+  r.elementwise("pow", binary_fn(power),
                 {"pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "pow.Tensor_Tensor_out",
                  "pow.Tensor_Scalar_out", "pow.Scalar_out", "pow_.Scalar", "pow_.Tensor"});
   r.elementwise("atan2", float_binary_fn([](FunctionBuilder& b, const Value& y, const Value& x) {

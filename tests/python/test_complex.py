@@ -180,3 +180,53 @@ def test_functions_on_their_branch_cuts_take_the_side_of_the_zeros_sign(fn):
     # Each part compared on its own (a part of -inf beside a part a rounding apart is no match
     # for a complex difference).
     assert_same_as_cpu(lambda d: torch.view_as_real(getattr(torch, fn)(_on_branch_cuts(d))))
+
+
+_PARTS = [0.0, -0.0, 1.0, -2.5, float("inf"), float("-inf"), float("nan"), 3e38]
+
+
+def _with_a_nan_part(device, dtype):
+    """Every complex number with a NaN in one or both parts, the other part from _PARTS."""
+    nan = float("nan")
+    points = [complex(nan, p) for p in _PARTS] + [complex(p, nan) for p in _PARTS if p == p]
+    return torch.tensor(points, dtype=dtype).to(device)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("fn", ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
+                                "exp", "expm1", "sigmoid", "sin", "cos", "tan", "sinh", "cosh",
+                                "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+                                "square"])
+def test_functions_of_values_with_a_nan_part_give_the_cpus_nans_and_infinities(fn, dtype):
+    """NaN in both parts but where C99 (and so the CPU) says otherwise: XLA's expansions dropped
+    the NaN (log(1 + NaN i) had a real part of 0.35, atan(1 + NaN i) one of pi/2, square(NaN i)
+    was 0) or made one up (exp(-inf + NaN i) is 0, sqrt(NaN + inf i) inf + inf i)."""
+    assert_same_as_cpu(
+        lambda d: torch.view_as_real(getattr(torch, fn)(_with_a_nan_part(d, dtype))))
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 1, 0, 2.5, 2 + 0j])
+def test_complex_powers_of_the_exponents_the_cpu_computes_exactly(exponent):
+    """z ** 2 is z * z, z ** 0.5 sqrt(z), z ** -1 1 / z, ... as on the CPU: exp(2 log z) made
+    (NaN i) ** 2 zero and (1 + 2i) ** 2 inexact."""
+    def powers(d):
+        z = torch.tensor([1 + 2j, -3 - 0.5j, 0.25j, -2.0, 0j], dtype=torch.complex128)
+        z = torch.cat([z, _with_a_nan_part("cpu", torch.complex128)[:1]])
+        if exponent in (2, 3, 1, 2 + 0j):  # exact products: the same bits as the CPU's
+            return torch.view_as_real(torch.pow(z.to(d), exponent))
+        return torch.view_as_real(torch.pow(z[:-2].to(d), exponent))
+    assert_same_as_cpu(powers)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_division_scales_as_the_cpu_does(dtype):
+    """Smith's division, as the CPU's: XLA's gave 0 for 0 / (inf + inf i), which is NaN, and
+    inf + NaN i for -1 / (-0 + 0i), which is -inf + NaN i."""
+    big = 3e38 if dtype == torch.complex128 else 1e30
+    def quotients(d):
+        x = torch.tensor([1 + 1j, 2 - 3j, 1j, 0j, 1 + 1j, -1.0, 1 + 1j], dtype=dtype)
+        inf = float("inf")
+        y = torch.tensor([complex(big, big), complex(big, -1), complex(1, big), complex(inf, inf),
+                          0j, complex(-0.0, 0.0), 1e-20 + 1e-20j], dtype=dtype)
+        return torch.view_as_real(x.to(d) / y.to(d)), torch.view_as_real(torch.reciprocal(y.to(d)))
+    assert_same_as_cpu(quotients)
