@@ -7,12 +7,13 @@ on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
 - the OpInfo suite again in DeferAndFuse and in Debug, float32 only, each mode taking half of
   OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took 25 min of
   the suite's 2-core time);
-- the other op suites (OP_SUITES) in Strict and in Debug, and the runtime's suites
-  (RUNTIME_SUITES) in Strict; of test_opinfo_variants.py, whose every op also runs in the
-  environment's mode below, Strict and Debug each take half of the ops (Debug runs Strict's
-  per-op programs, with a wait and checks after each op);
+- the other op suites (OP_SUITES) in Strict and in Debug (Debug runs Strict's per-op programs,
+  with a wait and checks after each op), and the runtime's suites (RUNTIME_SUITES) in Strict;
+  their tests that run in each eager mode themselves (the each_eager_mode fixture) are skipped
+  there (TORCHTPU_TESTS_OF_ONE_MODE), as the job below runs them;
 - every test file but OpInfo in the environment's eager mode (DeferAndFuse, the default, unless
-  TORCHTPU_EAGER_MODE says otherwise), one job per file.
+  TORCHTPU_EAGER_MODE says otherwise), one job per file; test_opinfo_variants.py (OpInfo's ops
+  in place, non-contiguous, with out=, ...) runs there only.
 
 The jobs share one compile cache folder (TORCHTPU_CACHE_DIR, made for the run unless set), as the
 processes of one machine do: Debug runs the same per-op programs as Strict, so its op suites,
@@ -37,18 +38,18 @@ import time
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python")
 # Op suites besides OpInfo, quick: they run in every eager mode.
 OP_SUITES = ["test_tensors.py", "test_elementwise.py", "test_nn.py", "test_ops.py",
-             "test_random.py", "test_optim.py", "test_opinfo_variants.py"]
+             "test_random.py", "test_optim.py"]
 # The runtime's behaviour (streams, device-side asserts, errors, pinned memory, processes) again
 # in Strict, where the op, not a sync point, runs the work.
 RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",
                   "test_pinned_memory.py", "test_processes.py"]
 OPINFO_SHARDS = 3
 # Files that run longest go first, so no long job starts last (seconds on a 2-core machine).
-LONG_FILES = ["test_models.py", "test_opinfo_variants.py", "test_opinfo_compiled.py", "test_compile_cache_faults.py",
-              "test_compile_cache.py", "test_compile_warm_start.py", "test_dtensor.py",
-              "test_cpu_verdict.py",
-              "test_train_gpt.py", "test_compile.py", "test_distributed.py", "test_parallel.py",
-              "test_pipelining.py", "test_ops.py", "test_nn.py", "test_linalg.py"]
+LONG_FILES = ["test_models.py", "test_opinfo_variants.py", "test_opinfo_compiled.py",
+              "test_compile_cache_faults.py", "test_compile_cache.py", "test_compile_warm_start.py",
+              "test_dtensor.py", "test_cpu_verdict.py", "test_train_gpt.py", "test_compile.py",
+              "test_distributed.py", "test_parallel.py", "test_pipelining.py", "test_ops.py",
+              "test_nn.py", "test_linalg.py"]
 JOB_TIMEOUT_S = 30 * 60
 
 
@@ -57,13 +58,13 @@ def jobs():
     result = [(f"strict opinfo {i}/{OPINFO_SHARDS}",
                {"TORCHTPU_EAGER_MODE": "strict", "TORCHTPU_OPINFO_SHARD": f"{i}/{OPINFO_SHARDS}"},
                ["test_opinfo.py"]) for i in range(OPINFO_SHARDS)]
+    one_mode = {"TORCHTPU_TESTS_OF_ONE_MODE": "1"}
     for half, mode in enumerate(("defer_and_fuse", "debug")):  # debug after the Strict shards
         result.append((f"{mode} {'op suites' if mode == 'debug' else 'opinfo'}",
                        {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
-                        "TORCHTPU_OPINFO_SHARD": f"{half}/2"},
+                        "TORCHTPU_OPINFO_SHARD": f"{half}/2", **one_mode},
                        ["test_opinfo.py"] + (OP_SUITES if mode == "debug" else [])))
-    result.append(("strict op and runtime suites",
-                   {"TORCHTPU_EAGER_MODE": "strict", "TORCHTPU_OPINFO_SHARD": "0/2"},
+    result.append(("strict op and runtime suites", {"TORCHTPU_EAGER_MODE": "strict", **one_mode},
                    OP_SUITES + RUNTIME_SUITES))
     files = sorted(f for f in os.listdir(TESTS)
                    if f.startswith("test_") and f.endswith(".py") and f != "test_opinfo.py")

@@ -87,7 +87,10 @@ def host_ops():
 
 @pytest.fixture(params=["strict", "debug", "defer_and_fuse"])
 def each_eager_mode(request):
-    """Runs the test once in each eager mode."""
+    """Runs the test once in each eager mode (skipped in tests/run.py's jobs of one mode, as its
+    job in the default mode runs it in each)."""
+    if os.environ.get("TORCHTPU_TESTS_OF_ONE_MODE") == "1":
+        pytest.skip("runs in each eager mode in its file's own job")
     with torchtpu.eager_mode(request.param):
         yield request.param
 
