@@ -166,6 +166,13 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   return self;
 }
 
+// How PyTorch's CPU fallback hands back what an op wrote (x.mul_(2) of a nested x runs on the
+// CPU): into the tpu nested tensor, which the op cannot have resized.
+at::Tensor copy_back(const at::Tensor& self, const at::Tensor& dst) {
+  at::Tensor into = dst;
+  return copy_(into, self, false);
+}
+
 }  // namespace
 
 at::Tensor nested_view_of_padded(const at::Tensor& padded, const std::vector<int64_t>& lengths) {
@@ -250,6 +257,7 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("_to_copy", TORCH_FN(to_copy));
   m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
   m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_back));
 }
 
 }  // namespace torchtpu::aten

@@ -263,3 +263,30 @@ def test_copies_of_the_nested_view(case):
         out = COPIES[case](d)
         return out.cpu().to_padded_tensor(-1.0)
     assert_same_as_cpu(fn)
+
+
+IN_PLACE = {
+    "mul_": lambda t: t.mul_(2),
+    "add_": lambda t: t.add_(t),
+    "relu_": torch.relu_,
+    "zero_": lambda t: t.zero_(),
+    "fill_": lambda t: t.fill_(3),
+    "clamp_": lambda t: t.clamp_(min=10),
+}
+
+
+@pytest.mark.parametrize("view", [False, True], ids=["packed", "view"])
+@pytest.mark.parametrize("op", sorted(IN_PLACE))
+def test_in_place_ops_write_the_nested_tensor(op, view):
+    """In-place ops on a nested tensor (through the CPU's nested kernels) write it, packed or
+    torchtpu's view of a padded tensor, and return it; the fallback's copy back had no kernel."""
+    def fn(d):
+        if view:
+            t = _from_mask(d)
+        else:
+            t = torch.nested.nested_tensor([torch.arange(8.0).view(2, 4) - 3, torch.ones(3, 4)])
+            t = t.to(d)
+        out = IN_PLACE[op](t)
+        assert out is t
+        return t.cpu().to_padded_tensor(-1.0)
+    assert_same_as_cpu(fn)
