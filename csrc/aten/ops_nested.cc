@@ -8,8 +8,13 @@
 // (fallback.cc), on contiguous copies, as the CPU's kernels expect.
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/alias_native.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/ops/detach_native.h>
 #include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/select_native.h>
+#include <ATen/ops/transpose_native.h>
+#include <ATen/ops/unsqueeze_native.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
@@ -173,6 +178,28 @@ at::Tensor copy_back(const at::Tensor& self, const at::Tensor& dst) {
   return copy_(into, self, false);
 }
 
+// unbind(0) and select(0, i): each component a view of the nested tensor's storage, as
+// PyTorch's kernels make them of a packed buffer (theirs take the buffer's length from the
+// components, too short for torchtpu's view of a padded tensor).
+std::vector<at::Tensor> unbind(const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(at::maybe_wrap_dim(dim, self.dim()) == 0,
+              "NestedTensor can only be unbound along dimension 0 ", "got dimension ", dim,
+              " instead.");
+  std::vector<at::Tensor> parts;
+  for (int64_t b = 0; b < batch_of(self); ++b) parts.push_back(component(self, b));
+  return parts;
+}
+
+at::Tensor select(const at::Tensor& self, int64_t dim, int64_t index) {
+  if (at::maybe_wrap_dim(dim, self.dim()) != 0) {
+    return at::native::select_nested(self, dim, index);
+  }
+  int64_t batch = batch_of(self);
+  TORCH_CHECK_INDEX(index >= -batch && index < batch, "index ", index,
+                    " is out of bounds for dimension 0 with size ", batch);
+  return component(self, index < 0 ? index + batch : index);
+}
+
 }  // namespace
 
 at::Tensor nested_view_of_padded(const at::Tensor& padded, const std::vector<int64_t>& lengths) {
@@ -258,6 +285,15 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
   m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_back));
+  // Views (run on a CPU copy, the parts of x.unbind() were copies, and writes through them were
+  // lost): PyTorch's nested kernels for the others only describe the buffer anew (sizes,
+  // strides, offsets), on any device and layout.
+  m.impl("unbind.int", TORCH_FN(unbind));
+  m.impl("select.int", TORCH_FN(select));
+  m.impl("alias", TORCH_FN(at::native::alias_nested));
+  m.impl("detach", TORCH_FN(at::native::detach));
+  m.impl("transpose.int", TORCH_FN(at::native::transpose_nested));
+  m.impl("unsqueeze", TORCH_FN(at::native::unsqueeze_nested));
 }
 
 }  // namespace torchtpu::aten

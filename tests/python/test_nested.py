@@ -239,7 +239,8 @@ def test_other_ops_take_the_nested_view_as_the_cpu_takes_its_packed_tensor():
 
 def _from_mask(device, lengths=(4, 1, 2), dtype=torch.float32):
     x = torch.arange(3 * 4 * 5, dtype=dtype).view(3, 4, 5)
-    return torch._nested_tensor_from_mask(x.to(device), _padding(lengths, 4).logical_not().to(device))
+    mask = _padding(lengths, 4).logical_not()
+    return torch._nested_tensor_from_mask(x.to(device), mask.to(device))
 
 
 COPIES = {
@@ -290,3 +291,41 @@ def test_in_place_ops_write_the_nested_tensor(op, view):
         assert out is t
         return t.cpu().to_padded_tensor(-1.0)
     assert_same_as_cpu(fn)
+
+
+VIEWS = {
+    "unbind": lambda t: t.unbind()[1],
+    "select": lambda t: t[2],
+    "detach": lambda t: t.detach(),
+    "alias": torch.ops.aten.alias,
+    "transpose": lambda t: t.transpose(1, 2),
+    "unsqueeze": lambda t: t.unsqueeze(2),
+}
+
+
+@pytest.mark.parametrize("view", [False, True], ids=["packed", "view"])
+@pytest.mark.parametrize("op", sorted(VIEWS))
+def test_views_of_a_nested_tensor_share_its_memory(op, view):
+    """A view of a nested tensor (unbind's parts, select, transpose, ...) has its values, and
+    sees a write to the nested tensor; a write through a part reaches the nested tensor, as on
+    the CPU. Run on a CPU copy, they were copies."""
+    def fn(d):
+        if view:
+            t = _from_mask(d)
+        else:
+            t = torch.nested.nested_tensor([torch.arange(8.0).view(2, 4), torch.ones(3, 4),
+                                            torch.zeros(1, 4)]).to(d)
+        v = VIEWS[op](t)
+        values = [(v.contiguous().to_padded_tensor(-1.0) if v.is_nested else v).cpu().clone()]
+        t.mul_(-2)
+        values.append((v.contiguous().to_padded_tensor(-1.0) if v.is_nested else v).cpu().clone())
+        if not v.is_nested:
+            v.add_(100)
+            values.append(t.cpu().to_padded_tensor(-1.0))
+        return values
+    assert_same_as_cpu(fn)
+
+
+@pytest.mark.parametrize("index", [3, -4])
+def test_select_of_a_nested_tensor_out_of_range(index):
+    assert_same_as_cpu(lambda d: _from_mask(d)[index])
