@@ -104,20 +104,34 @@ Values eigh_rule(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {r[1], vectors};
 }
 
+// Orthonormal columns ([..., p, k]) completed to an orthonormal basis of p columns: they, then
+// the last p - k columns of the complete Q of their QR (orthogonal to them; singular vectors of
+// a zero singular value are any such basis, LAPACK's another).
+Value completed(FunctionBuilder& b, const Value& columns) {
+  int64_t p = dim(columns, 2), k = dim(columns, 1);
+  if (k == p) return columns;
+  Geqrf g = geqrf(b, columns);
+  Value q = householder_product(b, block(b, g.a, p, p), g.taus);
+  int64_t r = static_cast<int64_t>(q.shape.rank());
+  Dims start(r, 0);
+  start[r - 1] = k;
+  return concatenate(b, {columns, slice(b, q, start, q.shape.dims)}, r - 1);
+}
+
 // _linalg_svd(A, full_matrices, compute_uv, driver) -> (U, S, Vh).
 Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
   const Value& x = v[0];
   real_only(x);
   int64_t m = dim(x, 2), n = dim(x, 1), k = std::min(m, n), r = x.shape.rank();
-  bool uv = a.i("compute_uv");
-  if (uv && a.i("full_matrices") && m != n) {
-    throw Unsupported("full_matrices of a non-square matrix is not lowered");
-  }
+  bool uv = a.i("compute_uv"), complete = uv && a.i("full_matrices");
   ElementType t = x.shape.type;
   Dims batch = batch_dims(x);
   if (k == 0) {
-    return {full(b, out_type(a, 0), out_shape(a, 0), 0), full(b, t, with(batch, {0}), 0),
-            full(b, out_type(a, 2), out_shape(a, 2), 0)};
+    auto factor = [&](size_t i, int64_t size) {
+      return complete ? identity(b, out_type(a, i), batch, size)
+                      : full(b, out_type(a, i), out_shape(a, i), 0);
+    };
+    return {factor(0, m), full(b, t, with(batch, {0}), 0), factor(2, n)};
   }
   // [[0, A], [A^T, 0]]: A at the top right, A^T at the bottom left.
   Dims zero(r, 0);
@@ -150,8 +164,12 @@ Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value u = slice(b, top_vectors, zero, with(batch, {m, k}));
   Dims v_start(r, 0);
   v_start[r - 2] = m;
-  Value vt = matrix_transpose(b, slice(b, top_vectors, v_start, with(batch, {size, k})));
-  return {u, s, vt};
+  Value vectors = slice(b, top_vectors, v_start, with(batch, {size, k}));
+  if (complete) {
+    u = completed(b, u);
+    vectors = completed(b, vectors);
+  }
+  return {u, s, matrix_transpose(b, vectors)};
 }
 
 // A x = B for full-rank A by QR: least squares (m >= n, with the squared norm of each residual)

@@ -108,6 +108,26 @@ def test_svd_reconstructs():
     assert _rel(s, torch.linalg.svdvals(a)) < 1e-5
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 2), (2, 1, 3), (4, 1), (3, 0), (0, 2)])
+def test_svd_with_full_matrices(shape, dtype):
+    """torch.linalg.svd's default, full_matrices=True, of a non-square matrix (was: on the CPU):
+    U and Vh square and orthogonal, their first min(m, n) columns (rows) the singular vectors.
+    The other columns are any orthonormal basis of the rest (LAPACK's is one), so compared by
+    what they must satisfy."""
+    a = torch.randn(shape, dtype=dtype)
+    u, s, vh = (t.cpu() for t in torch.linalg.svd(a.to("tpu")))
+    cpu_u, cpu_s, cpu_vh = torch.linalg.svd(a)
+    assert (u.shape, s.shape, vh.shape) == (cpu_u.shape, cpu_s.shape, cpu_vh.shape)
+    k, tol = min(shape[-2:]), 1e-7 if dtype == torch.float64 else 1e-5
+    if k:
+        assert _rel(u[..., :k] @ torch.diag_embed(s) @ vh[..., :k, :], a) < tol
+        assert _rel(s, cpu_s) < tol
+    for q in (u, vh):
+        identity = torch.eye(q.shape[-1], dtype=dtype).expand(q.shape)
+        torch.testing.assert_close(q.mT @ q, identity, atol=tol, rtol=0)
+
+
 def test_singular_inverse_raises_linalg_error():
     a = torch.ones(3, 3, device="tpu")
     with pytest.raises(torch.linalg.LinAlgError, match="singular"):
