@@ -1,7 +1,8 @@
 """Argument checks as strict as the CPU's, with its exception types: out= tensors of a dtype the
 CPU refuses, operands of different floating dtypes in products and convolutions, and the calls
 PyTorch's Python meta functions refuse with another exception type (ValueError for clamp()
-without bounds). Every case runs in every eager mode.
+without bounds). Every case runs in every eager mode, but OpInfo's out= ops, each in one of
+them, in turn.
 """
 
 import pytest
@@ -9,6 +10,8 @@ import torch
 from torch.utils._pytree import tree_map
 
 from conftest import assert_same_as_cpu
+
+import torchtpu
 from test_opinfo import _load_op_db
 
 F = torch.nn.functional
@@ -212,8 +215,20 @@ def call_with_out(op, sample, device, dtype):
     return op.op(inp, *args, **kwargs, out=out)
 
 
-@pytest.mark.parametrize("op", list(out_ops()))
-def test_out_dtype_checks_match_cpu(op, each_eager_mode):
+def _in_turn(params, modes=("strict", "debug", "defer_and_fuse")):
+    """Each op in one eager mode, the modes in turn: the checks come before a mode's own work."""
+    for index, param in enumerate(params):
+        mode = modes[index % len(modes)]
+        yield pytest.param(param.values[0], mode, id=f"{mode}-{param.id}")
+
+
+@pytest.mark.parametrize("op, mode", list(_in_turn(out_ops())))
+def test_out_dtype_checks_match_cpu(op, mode):
+    with torchtpu.eager_mode(mode):
+        _check_out_dtypes(op)
+
+
+def _check_out_dtypes(op):
     samples = list(op.sample_inputs("cpu", torch.float32))[:2]
     for sample in samples:
         try:
