@@ -464,8 +464,7 @@ Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
   auto mul = op("stablehlo.multiply"), add = op("stablehlo.add");
   auto sub = op("stablehlo.subtract"), div = op("stablehlo.divide");
   Value abs_c = unary(b, "stablehlo.abs", c), abs_d = unary(b, "stablehlo.abs", d);
-  Value one = broadcast_in_dim(b, constant(b, c.shape.type, 1), c.shape.dims, {});
-  Value zero = broadcast_in_dim(b, constant(b, c.shape.type, 0), c.shape.dims, {});
+  Value one = full(b, c.shape.type, c.shape.dims, 1), zero = full(b, c.shape.type, c.shape.dims, 0);
   // |c| >= |d| (false where either is NaN): the ratio d / c
   Value rat = div(d, c), scl = div(one, add(c, mul(d, rat)));
   Value re_c = mul(add(p, mul(q, rat)), scl), im_c = mul(sub(q, mul(p, rat)), scl);
