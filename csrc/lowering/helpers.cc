@@ -461,8 +461,21 @@ Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
   auto op = [&b](const char* name) {
     return [&b, name](const Value& u, const Value& v) { return binary(b, name, u, v); };
   };
-  auto mul = op("stablehlo.multiply"), add = op("stablehlo.add");
-  auto sub = op("stablehlo.subtract"), div = op("stablehlo.divide");
+  auto mul = op("stablehlo.multiply"), div = op("stablehlo.divide");
+  // u + v and u - v with IEEE's zeros (a zero sum is -0 only for -0 + -0), which XLA's folding of
+  // a constant 0 operand (x + 0 -> x, 0 - x -> -x) does not keep: reciprocal(-0 + 2i) had -0.
+  auto zero_signed = [&b](const Value& sum, const Value& negative) {
+    Value zero = full(b, sum.shape.type, sum.shape.dims, 0);
+    Value signed_zero = select(b, negative, unary(b, "stablehlo.negate", zero), zero);
+    return select(b, compare(b, sum, zero, "EQ"), signed_zero, sum);
+  };
+  auto add = [&](const Value& u, const Value& v) {
+    return zero_signed(binary(b, "stablehlo.add", u, v), b_and(b, sign_bit(b, u), sign_bit(b, v)));
+  };
+  auto sub = [&](const Value& u, const Value& v) {
+    Value negative = b_and(b, sign_bit(b, u), unary(b, "stablehlo.not", sign_bit(b, v)));
+    return zero_signed(binary(b, "stablehlo.subtract", u, v), negative);
+  };
   Value abs_c = unary(b, "stablehlo.abs", c), abs_d = unary(b, "stablehlo.abs", d);
   Value one = full(b, c.shape.type, c.shape.dims, 1), zero = full(b, c.shape.type, c.shape.dims, 0);
   // |c| >= |d| (false where either is NaN): the ratio d / c

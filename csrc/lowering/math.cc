@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "lowering/helpers.h"
 #include "lowering/registry.h"
@@ -348,111 +349,143 @@ Value on_its_branch(FunctionBuilder& b, const Value& z, const Value& r, BranchSi
   return make_complex(b, re, copysign(b, ri, imag_sign), r.shape.type);
 }
 
-// Where a part of a complex function's input is NaN, XLA's expansions drop the NaN or make one up
-// (log(1 + NaN i) had a finite real part, atan(1 + NaN i) a real part of pi/2, exp(-inf + NaN i)
-// was NaN + NaN i, not 0). C99's Annex G, which the CPU follows, gives NaN in both parts but for
-// a few rows, each naming which part is NaN, what the other part is and what each result part is.
-enum class Other { kZero, kInf, kPlusInf, kMinusInf };  // ±0, ±inf, +inf, -inf
+// Where a part of a complex function's input is NaN or infinite, XLA's expansions drop a NaN or
+// make one up (log(1 + NaN i) had a finite real part, exp(-inf + NaN i) was NaN + NaN i, not 0;
+// cos(inf i) was inf + NaN i, not inf - 0i, as 0 * inf is NaN in its sums). C99's Annex G, which
+// the CPU follows, gives NaN in both parts where a part is NaN, and for a few rows, each naming the
+// class of each part of the input, another value for each result part.
+enum class Class { kNan, kZero, kInf, kPlusInf, kMinusInf, kFiniteNonzero };
+enum class Sign { kOwn, kOfRe, kOfIm, kAgainstIm, kAgainstProduct };
 struct Part {
   double value;  // NaN: a NaN
-  int sign;      // 0: the value's own sign; 1: the other part's; -1: the opposite of the other's
+  Sign sign;     // the value's own sign, an input part's, the opposite of the imaginary part's,
+                 // or the opposite of the product of both parts' signs
 };
-struct NanRow {
-  bool real_is_nan;  // else the imaginary part is NaN
-  Other other;
-  Part re, im;
+struct SpecialRow {
+  Class re, im;  // the input's parts
+  Part result_re, result_im;
 };
 
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 const double kInfinity = std::numeric_limits<double>::infinity();
-const Part kNanPart{kNan, 0};
+const Part kNanPart{kNan, Sign::kOwn};
 
-Value nan_row_part(FunctionBuilder& b, const Value& other, Part part) {
-  Value value = full_like(b, other, part.value);
-  if (part.sign == 0 || std::isnan(part.value)) return value;
-  return copysign(b, value, part.sign > 0 ? other : unary(b, "stablehlo.negate", other));
-}
-
-Value with_nan_rows(FunctionBuilder& b, const Value& z, const Value& r,
-                    const std::vector<NanRow>& rows) {
-  auto [x, y] = real_and_imag(b, z);
-  Value x_nan = is_nan(b, x), y_nan = is_nan(b, y);
-  Value re = full_like(b, x, kNan), im = re;
-  for (const NanRow& row : rows) {
-    const Value& other = row.real_is_nan ? y : x;
-    Value is_other;
-    switch (row.other) {
-      case Other::kZero: is_other = compare(b, other, full_like(b, other, 0), "EQ"); break;
-      case Other::kInf:
-        is_other = compare(b, unary(b, "stablehlo.abs", other), full_like(b, other, kInfinity),
-                           "EQ");
-        break;
-      case Other::kPlusInf:
-        is_other = compare(b, other, full_like(b, other, kInfinity), "EQ");
-        break;
-      case Other::kMinusInf:
-        is_other = compare(b, other, full_like(b, other, -kInfinity), "EQ");
-        break;
-    }
-    Value here = b_and(b, row.real_is_nan ? x_nan : y_nan, is_other);
-    re = select(b, here, nan_row_part(b, other, row.re), re);
-    im = select(b, here, nan_row_part(b, other, row.im), im);
+Value in_class(FunctionBuilder& b, const Value& x, Class c) {
+  auto is = [&](double value, const char* direction) {
+    return compare(b, x, full_like(b, x, value), direction);
+  };
+  Value magnitude = unary(b, "stablehlo.abs", x);
+  switch (c) {
+    case Class::kNan: return is_nan(b, x);
+    case Class::kZero: return is(0, "EQ");
+    case Class::kInf: return compare(b, magnitude, full_like(b, x, kInfinity), "EQ");
+    case Class::kPlusInf: return is(kInfinity, "EQ");
+    case Class::kMinusInf: return is(-kInfinity, "EQ");
+    case Class::kFiniteNonzero:
+      return b_and(b, is(0, "NE"), compare(b, magnitude, full_like(b, x, kInfinity), "LT"));
   }
-  return select(b, b_or(b, x_nan, y_nan), make_complex(b, re, im, z.shape.type), r);
+  throw std::logic_error("in_class: unknown class");
 }
 
-// Each complex function's rows (a function not named has none). The inverse functions' are
-// written for x + NaN i and NaN + y i alike; the trigonometric ones follow from the hyperbolic
-// ones by sin(z) = -i sinh(iz) and cos(z) = cosh(iz).
-const std::map<std::string, std::vector<NanRow>>& nan_rows() {
-  constexpr bool kReal = true, kImag = false;
-  const double half_pi = M_PI / 2;
-  static const std::map<std::string, std::vector<NanRow>> rows = {
-      {"log", {{kImag, Other::kInf, {kInfinity, 0}, kNanPart},
-               {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
-      {"exp", {{kImag, Other::kPlusInf, {kInfinity, 0}, kNanPart},
-               {kImag, Other::kMinusInf, {0, 0}, {0, 0}},
-               {kReal, Other::kZero, kNanPart, {0, 1}}}},
-      {"sqrt", {{kImag, Other::kPlusInf, {kInfinity, 0}, kNanPart},
-                {kImag, Other::kMinusInf, kNanPart, {kInfinity, 0}},
-                {kReal, Other::kInf, {kInfinity, 0}, {kInfinity, 1}}}},
-      {"sin", {{kImag, Other::kZero, {0, 1}, kNanPart},
-               {kReal, Other::kZero, kNanPart, {0, 1}},
-               {kReal, Other::kInf, kNanPart, {kInfinity, 0}}}},
-      {"cos", {{kImag, Other::kZero, kNanPart, {0, 1}},
-               {kReal, Other::kZero, kNanPart, {0, 0}},
-               {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
-      {"tan", {{kImag, Other::kZero, {0, 1}, kNanPart},
-               {kReal, Other::kZero, kNanPart, {0, 1}},
-               {kReal, Other::kInf, {0, 0}, {1, 1}}}},
-      {"sinh", {{kImag, Other::kZero, {0, 1}, kNanPart},
-                {kImag, Other::kInf, {kInfinity, 0}, kNanPart},
-                {kReal, Other::kZero, kNanPart, {0, 1}}}},
-      {"cosh", {{kImag, Other::kZero, kNanPart, {0, 0}},
-                {kImag, Other::kInf, {kInfinity, 0}, kNanPart},
-                {kReal, Other::kZero, kNanPart, {0, 1}}}},
-      {"tanh", {{kImag, Other::kZero, {0, 1}, kNanPart},
-                {kImag, Other::kInf, {1, 1}, {0, 0}},
-                {kReal, Other::kZero, kNanPart, {0, 1}}}},
-      {"sigmoid", {{kImag, Other::kPlusInf, {1, 0}, {0, 0}}}},
-      {"asin", {{kImag, Other::kZero, {0, 1}, kNanPart},
-                {kImag, Other::kInf, kNanPart, {kInfinity, 0}},
-                {kReal, Other::kInf, kNanPart, {kInfinity, 1}}}},
-      {"acos", {{kImag, Other::kZero, {half_pi, 0}, kNanPart},
-                {kImag, Other::kInf, kNanPart, {-kInfinity, 0}},
-                {kReal, Other::kInf, kNanPart, {kInfinity, -1}}}},
-      {"atan", {{kImag, Other::kInf, {half_pi, 1}, {0, 0}},
-                {kReal, Other::kZero, kNanPart, {0, 1}},
-                {kReal, Other::kInf, kNanPart, {0, 1}}}},
-      {"asinh", {{kImag, Other::kInf, {kInfinity, 1}, kNanPart},
-                 {kReal, Other::kZero, kNanPart, {0, 1}},
-                 {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
-      {"acosh", {{kImag, Other::kZero, kNanPart, {half_pi, 0}},
-                 {kImag, Other::kInf, {kInfinity, 0}, kNanPart},
-                 {kReal, Other::kInf, {kInfinity, 0}, kNanPart}}},
-      {"atanh", {{kImag, Other::kZero, {0, 1}, kNanPart},
-                 {kImag, Other::kInf, {0, 1}, kNanPart},
-                 {kReal, Other::kInf, {0, 0}, {half_pi, 1}}}},
+Value row_part(FunctionBuilder& b, const Value& x, const Value& y, Part part) {
+  Value value = full_like(b, x, part.value);
+  if (std::isnan(part.value)) return value;
+  auto negate = [&](const Value& v) { return unary(b, "stablehlo.negate", v); };
+  switch (part.sign) {
+    case Sign::kOwn: return value;
+    case Sign::kOfRe: return copysign(b, value, x);
+    case Sign::kOfIm: return copysign(b, value, y);
+    case Sign::kAgainstIm: return copysign(b, value, negate(y));
+    case Sign::kAgainstProduct:
+      return select(b, compare(b, sign_bit(b, x), sign_bit(b, y), "NE"), value, negate(value));
+  }
+  throw std::logic_error("row_part: unknown sign");
+}
+
+Value with_special_rows(FunctionBuilder& b, const Value& z, const Value& r,
+                        const std::vector<SpecialRow>& rows) {
+  auto [x, y] = real_and_imag(b, z);
+  Value nan = full_like(b, x, kNan);
+  Value re = select(b, b_or(b, is_nan(b, x), is_nan(b, y)), nan, real_and_imag(b, r).first);
+  Value im = select(b, b_or(b, is_nan(b, x), is_nan(b, y)), nan, real_and_imag(b, r).second);
+  for (const SpecialRow& row : rows) {
+    Value here = b_and(b, in_class(b, x, row.re), in_class(b, y, row.im));
+    re = select(b, here, row_part(b, x, y, row.result_re), re);
+    im = select(b, here, row_part(b, x, y, row.result_im), im);
+  }
+  return make_complex(b, re, im, z.shape.type);
+}
+
+// Each complex function's rows (a function not named has none). The trigonometric ones follow
+// from the hyperbolic ones by sin(z) = -i sinh(iz) and cos(z) = cosh(iz); where C99 leaves a sign
+// or a value open, the row gives the CPU's.
+const std::map<std::string, std::vector<SpecialRow>>& special_rows() {
+  using C = Class;
+  using S = Sign;
+  const Part inf{kInfinity, S::kOwn}, zero{0, S::kOwn}, nan = kNanPart;
+  const Part half_pi{M_PI / 2, S::kOwn};
+  static const std::map<std::string, std::vector<SpecialRow>> rows = {
+      {"log", {{C::kInf, C::kNan, inf, nan}, {C::kNan, C::kInf, inf, nan}}},
+      {"exp", {{C::kPlusInf, C::kNan, inf, nan},
+               {C::kMinusInf, C::kNan, zero, zero},
+               {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+               {C::kPlusInf, C::kInf, inf, nan},
+               {C::kMinusInf, C::kInf, zero, {0, S::kOfIm}}}},
+      {"sqrt", {{C::kPlusInf, C::kNan, inf, nan},
+                {C::kMinusInf, C::kNan, nan, inf},
+                {C::kNan, C::kInf, inf, {kInfinity, S::kOfIm}}}},
+      {"sin", {{C::kZero, C::kNan, {0, S::kOfRe}, nan},
+               {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+               {C::kNan, C::kInf, nan, inf},
+               {C::kInf, C::kZero, nan, {0, S::kOfIm}},
+               {C::kInf, C::kInf, nan, inf}}},
+      {"cos", {{C::kZero, C::kNan, nan, {0, S::kOfRe}},
+               {C::kNan, C::kZero, nan, zero},
+               {C::kNan, C::kInf, inf, nan},
+               {C::kZero, C::kInf, inf, {0, S::kAgainstProduct}},
+               {C::kInf, C::kZero, nan, zero},
+               {C::kInf, C::kInf, inf, nan}}},
+      {"tan", {{C::kZero, C::kNan, {0, S::kOfRe}, nan},
+               {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+               {C::kNan, C::kInf, zero, {1, S::kOfIm}},
+               {C::kInf, C::kZero, nan, {0, S::kOfIm}},
+               {C::kInf, C::kInf, {0, S::kOfRe}, {1, S::kOfIm}}}},
+      {"sinh", {{C::kZero, C::kNan, {0, S::kOfRe}, nan},
+                {C::kInf, C::kNan, inf, nan},
+                {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+                {C::kZero, C::kInf, {0, S::kOfRe}, nan},
+                {C::kInf, C::kInf, inf, nan}}},
+      {"cosh", {{C::kZero, C::kNan, nan, zero},
+                {C::kInf, C::kNan, inf, nan},
+                {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+                {C::kZero, C::kInf, nan, zero},
+                {C::kInf, C::kInf, inf, nan}}},
+      {"tanh", {{C::kZero, C::kNan, {0, S::kOfRe}, nan},
+                {C::kInf, C::kNan, {1, S::kOfRe}, zero},
+                {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+                {C::kZero, C::kInf, {0, S::kOfRe}, nan},
+                {C::kInf, C::kInf, {1, S::kOfRe}, {0, S::kOfIm}}}},
+      {"sigmoid", {{C::kPlusInf, C::kNan, {1, S::kOwn}, zero},
+                   {C::kPlusInf, C::kInf, {1, S::kOwn}, zero},
+                   {C::kMinusInf, C::kFiniteNonzero, nan, nan}}},
+      {"asin", {{C::kZero, C::kNan, {0, S::kOfRe}, nan},
+                {C::kInf, C::kNan, nan, inf},
+                {C::kNan, C::kInf, nan, {kInfinity, S::kOfIm}}}},
+      {"acos", {{C::kZero, C::kNan, half_pi, nan},
+                {C::kInf, C::kNan, nan, {-kInfinity, S::kOwn}},
+                {C::kNan, C::kInf, nan, {kInfinity, S::kAgainstIm}}}},
+      {"atan", {{C::kInf, C::kNan, {M_PI / 2, S::kOfRe}, zero},
+                {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+                {C::kNan, C::kInf, nan, {0, S::kOfIm}}}},
+      {"asinh", {{C::kInf, C::kNan, {kInfinity, S::kOfRe}, nan},
+                 {C::kNan, C::kZero, nan, {0, S::kOfIm}},
+                 {C::kNan, C::kInf, inf, nan}}},
+      {"acosh", {{C::kZero, C::kNan, nan, half_pi},
+                 {C::kInf, C::kNan, inf, nan},
+                 {C::kNan, C::kInf, inf, nan}}},
+      {"atanh", {{C::kZero, C::kNan, {0, S::kOfRe}, nan},
+                 {C::kInf, C::kNan, {0, S::kOfRe}, nan},
+                 {C::kNan, C::kInf, zero, {M_PI / 2, S::kOfIm}}}},
       {"log1p", {}},
       {"expm1", {}},
       {"reciprocal", {}},
@@ -460,13 +493,69 @@ const std::map<std::string, std::vector<NanRow>>& nan_rows() {
   return rows;
 }
 
+// Where a part of a complex function's input is a zero, a part of its result is a product with
+// a zero factor (sin(x + 0i) = sin x cosh 0 + i cos x sinh 0): a zero whose sign is the product of
+// the factors' signs, as on the CPU (C99). XLA's expansions lost the sign (exp(1 - 0i) was
+// e + 0i, the CPU's e - 0i) or, where the other factor overflowed, made a NaN of it (sin(100i) in
+// float32 was NaN + inf i, the CPU's 0 + inf i). Functions not named keep XLA's result.
+Value with_zero_parts(FunctionBuilder& b, const std::string& name, const Value& z, const Value& r) {
+  static const std::set<std::string> named = {"exp",  "expm1", "sin",  "cos",  "tan",
+                                              "sinh", "cosh",  "tanh", "log1p"};
+  if (!named.count(name)) return r;
+  auto [x, y] = real_and_imag(b, z);
+  auto [re, im] = real_and_imag(b, r);
+  Value zero = full_like(b, x, 0);
+  Value x_zero = compare(b, x, zero, "EQ"), y_zero = compare(b, y, zero, "EQ");
+  Value x_neg = sign_bit(b, x), y_neg = sign_bit(b, y);
+  auto unequal = [&](const Value& p, const Value& q) { return compare(b, p, q, "NE"); };
+  auto negative_of = [&](const char* op, const Value& v) { return sign_bit(b, unary(b, op, v)); };
+  // A zero, negative where `negative` holds; `flip` negates it.
+  auto signed_zero = [&](const Value& negative, bool flip = false) {
+    Value minus = unary(b, "stablehlo.negate", zero);
+    return flip ? select(b, negative, zero, minus) : select(b, negative, minus, zero);
+  };
+  if (name == "exp" || name == "tan" || name == "tanh") {  // sin y (or sinh 2y) times a positive
+    im = select(b, y_zero, signed_zero(y_neg), im);
+  }
+  if (name == "tan" || name == "tanh") re = select(b, x_zero, signed_zero(x_neg), re);
+  if (name == "expm1") {  // expm1(x) and exp(x) sin y, the CPU's product (NaN where exp(x) is inf)
+    re = select(b, y_zero, unary(b, "stablehlo.exponential_minus_one", x), re);
+    im = select(b, y_zero, binary(b, "stablehlo.multiply", unary(b, "stablehlo.exponential", x), y),
+                im);
+  }
+  if (name == "sinh") {  // sinh x cos y + i cosh x sin y
+    re = select(b, x_zero, signed_zero(unequal(x_neg, negative_of("stablehlo.cosine", y))), re);
+    im = select(b, y_zero, signed_zero(y_neg), im);
+  }
+  if (name == "cosh") {  // cosh x cos y + i sinh x sin y
+    im = select(b, y_zero, signed_zero(unequal(x_neg, y_neg)), im);
+    im = select(b, x_zero, signed_zero(unequal(x_neg, negative_of("stablehlo.sine", y))), im);
+  }
+  if (name == "sin") {  // sin x cosh y + i cos x sinh y
+    re = select(b, x_zero, signed_zero(x_neg), re);
+    im = select(b, y_zero, signed_zero(unequal(negative_of("stablehlo.cosine", x), y_neg)), im);
+  }
+  if (name == "cos") {  // cos x cosh y - i sin x sinh y
+    im = select(b, y_zero, signed_zero(unequal(negative_of("stablehlo.sine", x), y_neg), true),
+                im);
+    im = select(b, x_zero, signed_zero(unequal(x_neg, y_neg), true), im);
+  }
+  if (name == "log1p") {  // log1p(z) = z at z = 0
+    Value both = b_and(b, x_zero, y_zero);
+    re = select(b, both, x, re);
+    im = select(b, both, y, im);
+  }
+  return make_complex(b, re, im, z.shape.type);
+}
+
 Value reciprocal(FunctionBuilder& b, const Value& x) {
   Value y = divide(b, full_like(b, x, 1), x);
-  return hlo::is_complex(x.shape.type) ? with_nan_rows(b, x, y, nan_rows().at("reciprocal")) : y;
+  if (!hlo::is_complex(x.shape.type)) return y;
+  return with_special_rows(b, x, y, special_rows().at("reciprocal"));
 }
 
 // The plugin's `op` of x, and of a complex x, on its branch (`branch_signs`) and NaN where the
-// CPU has it (`nan_rows`).
+// CPU has it (`special_rows`).
 Value complex_aware(FunctionBuilder& b, const std::string& name, const std::string& op,
                     const Value& x) {
   if (name == "rsqrt" && hlo::is_complex(x.shape.type)) {  // as the CPU: 1 / sqrt(x)
@@ -476,8 +565,9 @@ Value complex_aware(FunctionBuilder& b, const std::string& name, const std::stri
   if (!hlo::is_complex(x.shape.type)) return y;
   auto signs = branch_signs().find(name);
   if (signs != branch_signs().end()) y = on_its_branch(b, x, y, signs->second);
-  auto rows = nan_rows().find(name);
-  return rows == nan_rows().end() ? y : with_nan_rows(b, x, y, rows->second);
+  y = with_zero_parts(b, name, x, y);
+  auto rows = special_rows().find(name);
+  return rows == special_rows().end() ? y : with_special_rows(b, x, y, rows->second);
 }
 
 // log(x) / log(base); of a complex x, each part divided (a complex division by log(base) + 0i
@@ -634,7 +724,9 @@ Values sgn(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value x = arg(b, v, 0, t, a);
   Value m = modulus(b, x);
   Value zero = full_like(b, m, 0);
-  Value unit = binary(b, "stablehlo.divide", x, make_complex(b, m, zero, t));
+  auto [re, im] = real_and_imag(b, x);  // each part divided, as the CPU (sgn(1 + inf i) = NaN i)
+  Value unit = make_complex(b, binary(b, "stablehlo.divide", re, m),
+                            binary(b, "stablehlo.divide", im, m), t);
   return {select(b, compare(b, m, zero, "EQ"), full_like(b, x, 0), unit)};
 }
 
@@ -863,8 +955,16 @@ void register_math_rules(Registry& r) {
           return Values{convert(b, sign_bit(b, v[0]), out_type(a))};
         }, {"signbit", "signbit.out"});
   r.add("frexp", frexp, {"frexp.Tensor", "frexp.Tensor_out"});
+  // exp2 of a complex z is exp(z log 2), each part of z scaled, as the CPU.
   r.add("exp2", unary_fn([](FunctionBuilder& b, const Value& x) {
-          return binary(b, "stablehlo.power", full_like(b, x, 2), x);
+          if (!hlo::is_complex(x.shape.type)) {
+            return binary(b, "stablehlo.power", full_like(b, x, 2), x);
+          }
+          auto [re, im] = real_and_imag(b, x);
+          Value ln2 = full_like(b, re, M_LN2);
+          Value scaled = make_complex(b, binary(b, "stablehlo.multiply", re, ln2),
+                                      binary(b, "stablehlo.multiply", im, ln2), x.shape.type);
+          return complex_aware(b, "exp", "stablehlo.exponential", scaled);
         }), all("exp2"));
   r.add("frac", unary_fn([](FunctionBuilder& b, const Value& x) {
           return binary(b, "stablehlo.subtract", x, trunc(b, x));

@@ -184,6 +184,10 @@ def test_functions_on_their_branch_cuts_take_the_side_of_the_zeros_sign(fn):
 
 _PARTS = [0.0, -0.0, 1.0, -2.5, float("inf"), float("-inf"), float("nan"), 3e38]
 
+_UNARY = ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "exp", "exp2", "expm1",
+          "sigmoid", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh",
+          "acosh", "atanh", "sgn"]
+
 
 def _with_a_nan_part(device, dtype):
     """Every complex number with a NaN in one or both parts, the other part from _PARTS."""
@@ -193,16 +197,63 @@ def _with_a_nan_part(device, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
-@pytest.mark.parametrize("fn", ["log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
-                                "exp", "expm1", "sigmoid", "sin", "cos", "tan", "sinh", "cosh",
-                                "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-                                "square"])
+@pytest.mark.parametrize("fn", _UNARY + ["square"])
 def test_functions_of_values_with_a_nan_part_give_the_cpus_nans_and_infinities(fn, dtype):
     """NaN in both parts but where C99 (and so the CPU) says otherwise: XLA's expansions dropped
     the NaN (log(1 + NaN i) had a real part of 0.35, atan(1 + NaN i) one of pi/2, square(NaN i)
     was 0) or made one up (exp(-inf + NaN i) is 0, sqrt(NaN + inf i) inf + inf i)."""
     assert_same_as_cpu(
         lambda d: torch.view_as_real(getattr(torch, fn)(_with_a_nan_part(d, dtype))))
+
+
+def _with_a_zero_part(device, dtype):
+    """Every complex number with a zero part (either sign) and the other part not NaN, and finite
+    ones after them to make 64 (all in the CPU's vectorized loop)."""
+    others = [0.0, -0.0, 0.5, -0.5, 1.0, -2.5, 3.0, -3.0, 20.0, -20.0, 1e5, float("inf"),
+              float("-inf")]
+    points = [complex(x, y) for x in others for y in (0.0, -0.0)]
+    points += [complex(y, x) for x in others for y in (0.0, -0.0)]
+    points += [complex(0.25 * k, -k) for k in range(1, 65 - len(points))]
+    return torch.tensor(points, dtype=dtype).to(device)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("fn", _UNARY)
+def test_functions_of_values_with_a_zero_part_give_the_cpus_signs_of_zero(fn, dtype):
+    """A part of the result that is a product with a zero factor is a zero with the product's
+    sign, as on the CPU: exp(1 - 0i) was e + 0i (the CPU's e - 0i), cos(0) 1 + 0i (1 - 0i),
+    reciprocal(-0 + 2i) -0 - 0.5i (0 - 0.5i); and where the other factor overflowed it was NaN:
+    sin(1e5 i) in float32 was NaN + inf i, the CPU's 0 + inf i."""
+    def results(d):
+        return torch.view_as_real(getattr(torch, fn)(_with_a_zero_part(d, dtype)))
+    if fn == "acos" and dtype == torch.complex128:
+        # The CPU's complex128 acos(x + 0i) is acos(x) + 0i, its complex64 one (and C99's)
+        # acos(x) - 0i; the device gives C99's in both: only the values are compared here.
+        torch.testing.assert_close(results("tpu").cpu(), results("cpu"), equal_nan=True)
+        return
+    assert_same_as_cpu(results)
+
+
+def _with_an_infinite_part(device, dtype):
+    """Every complex number with an infinite part and no NaN, the other part from _PARTS, and
+    finite ones after them to make 32 (the CPU's vectorized loop then takes them all: its scalar
+    tail divides sgn's parts by a complex modulus, where the vectorized body divides each part)."""
+    parts = [p for p in _PARTS if p == p]
+    points = [complex(x, y) for x in parts for y in parts if abs(x) == float("inf") or
+              abs(y) == float("inf")]
+    points += [complex(0.5 * k, -k) for k in range(1, 33 - len(points))]
+    return torch.tensor(points, dtype=dtype).to(device)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("fn", _UNARY)
+def test_functions_of_values_with_an_infinite_part_give_the_cpus_values(fn, dtype):
+    """Where C99 (and so the CPU) gives a value, not NaN: XLA's expansions multiplied a zero by
+    an infinity (cos(inf i) was inf + NaN i, the CPU's inf - 0i; sinh(inf i) NaN + NaN i, the
+    CPU's 0 + NaN i; exp(-inf + inf i) NaN + NaN i, the CPU's 0), and exp2 of a complex scaled
+    it by a complex log 2 (exp2(inf) was NaN + NaN i)."""
+    assert_same_as_cpu(
+        lambda d: torch.view_as_real(getattr(torch, fn)(_with_an_infinite_part(d, dtype))))
 
 
 @pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 1, 0, 2.5, 2 + 0j])
