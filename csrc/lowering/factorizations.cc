@@ -1,7 +1,9 @@
 // Cholesky, triangular solves and LU with partial pivoting, and what is built on them (solve,
 // inverse, determinants). Cholesky and triangular solves are XLA's own ops; LU is a while loop
 // over the columns, LAPACK's unblocked getf2 (first largest |pivot|, rows swapped, rank-1 update),
-// so pivots and factors come out as LAPACK's. Complex inputs run on the CPU (Unsupported).
+// so pivots and factors come out as LAPACK's (a complex pivot is the first largest |re| + |im|,
+// as LAPACK's izamax). Complex matrices take conjugate transposes where real ones take transposes
+// (A = L L^H, A^H X = B).
 #include <algorithm>
 #include <optional>
 
@@ -45,9 +47,8 @@ Value first_failure(FunctionBuilder& b, const Value& ok) {
 }
 
 Values cholesky(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[0]);
   Value l = lower_cholesky(b, v[0]);
-  return {a.i("upper") ? matrix_transpose(b, l) : l};
+  return {a.i("upper") ? matrix_adjoint(b, l) : l};
 }
 
 LU lu_factor(FunctionBuilder& b, const Value& x, bool pivot);
@@ -59,32 +60,30 @@ LU lu_factor(FunctionBuilder& b, const Value& x, bool pivot);
 Values cholesky_ex(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Values l = cholesky(b, v, a);
   Value symmetric = binary(b, "stablehlo.add", triangle(b, v[0], false),
-                           matrix_transpose(b, triangle(b, v[0], false, -1)));
+                           matrix_adjoint(b, triangle(b, v[0], false, -1)));
   Value d = diagonal(b, lu_factor(b, symmetric, false).lu);
+  if (hlo::is_complex(d.shape.type)) d = real_and_imag(b, d).first;  // a Hermitian's: real
   return {l[0], first_failure(b, compare(b, d, full(b, d.shape.type, d.shape.dims, 0), "GT"))};
 }
 
-// operands: self (B), A; solves (A) X = B for A = L L^T (or U^T U when `upper`).
+// operands: self (B), A; solves (A) X = B for A = L L^H (or U^H U when `upper`).
 Value cholesky_solve(FunctionBuilder& b, const Value& rhs, const Value& factor, bool upper) {
-  Value y = triangular_solve(b, factor, rhs, true, !upper, false,
-                             upper ? "TRANSPOSE" : "NO_TRANSPOSE");
-  return triangular_solve(b, factor, y, true, !upper, false, upper ? "NO_TRANSPOSE" : "TRANSPOSE");
+  const std::string adjoint = adjoint_kind(factor);
+  Value y = triangular_solve(b, factor, rhs, true, !upper, false, upper ? adjoint : "NO_TRANSPOSE");
+  return triangular_solve(b, factor, y, true, !upper, false, upper ? "NO_TRANSPOSE" : adjoint);
 }
 
 Values cholesky_solve_helper(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[0]);
   return {cholesky_solve(b, v[0], v[1], a.i("upper"))};
 }
 
 Values cholesky_inverse(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[0]);
   Value eye = identity(b, v[0].shape.type, batch_dims(v[0]), dim(v[0], 1));
   return {cholesky_solve(b, eye, v[0], a.i("upper"))};
 }
 
 // triangular_solve(self=B, A, upper, transpose, unitriangular) -> (solution, cloned A).
 Values triangular_solve_rule(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[1]);
   Value x = triangular_solve(b, v[1], v[0], true, !a.i("upper"), a.i("unitriangular"),
                              a.i("transpose") ? "TRANSPOSE" : "NO_TRANSPOSE");
   return {x, broadcast_to(b, v[1], out_shape(a, 1))};
@@ -92,7 +91,6 @@ Values triangular_solve_rule(FunctionBuilder& b, const Values& v, const Attrs& a
 
 // linalg_solve_triangular(self=A, B, upper, left, unitriangular).
 Values solve_triangular(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[0]);
   return {triangular_solve(b, v[0], v[1], a.i("left"), !a.i("upper"), a.i("unitriangular"))};
 }
 
@@ -109,8 +107,16 @@ std::vector<Value> lu_column(FunctionBuilder& b, const std::vector<Value>& s, bo
   Value jb = broadcast_in_dim(b, j, batch, {});
   Value p = jb;
   if (pivot) {
-    Value mag = unary(b, "stablehlo.abs", pick(b, a, r - 1, j));
-    Value candidate = select(b, compare(b, rows, jr, "GE"), mag, full(b, t, rows_dims, -1));
+    Value entry = pick(b, a, r - 1, j), mag;
+    if (hlo::is_complex(t)) {
+      auto [re, im] = real_and_imag(b, entry);
+      mag = binary(b, "stablehlo.add", unary(b, "stablehlo.abs", re),
+                   unary(b, "stablehlo.abs", im));
+    } else {
+      mag = unary(b, "stablehlo.abs", entry);
+    }
+    Value candidate = select(b, compare(b, rows, jr, "GE"), mag,
+                             full(b, mag.shape.type, rows_dims, -1));
     Value best = leading_to(b, reduce_extreme(b, candidate, {r - 2}, true), rows_dims);
     Value at_best = compare(b, candidate, best, "EQ");
     p = reduce(b, select(b, at_best, rows, s64(b, rows_dims, m)), {r - 2},
@@ -154,7 +160,6 @@ Value loop_below(FunctionBuilder& b, const Value& j, int64_t k) {
 }
 
 LU lu_factor(FunctionBuilder& b, const Value& x, bool pivot) {
-  real_only(x);
   int64_t k = std::min(dim(x, 1), dim(x, 2));
   Dims batch = batch_dims(x);
   Value pivots = convert(b, binary(b, "stablehlo.add", iota(b, ElementType::kS64, with(batch, {k}),
@@ -219,7 +224,7 @@ Value permute_rows(FunctionBuilder& b, const Value& perm, const Value& x, bool i
                 constant(b, t, 0), "stablehlo.add");
 }
 
-// Solves A X = rhs (A^T X = rhs when `adjoint`) from A's LU factors; equal batch dims.
+// Solves A X = rhs (A^H X = rhs when `adjoint`) from A's LU factors; equal batch dims.
 Value lu_solve(FunctionBuilder& b, const Value& lu, const Value& perm, const Value& rhs,
                bool adjoint) {
   if (!adjoint) {
@@ -227,12 +232,12 @@ Value lu_solve(FunctionBuilder& b, const Value& lu, const Value& perm, const Val
     y = triangular_solve(b, lu, y, true, true, true);
     return triangular_solve(b, lu, y, true, false, false);
   }
-  Value y = triangular_solve(b, lu, rhs, true, false, false, "TRANSPOSE");
-  y = triangular_solve(b, lu, y, true, true, true, "TRANSPOSE");
+  Value y = triangular_solve(b, lu, rhs, true, false, false, adjoint_kind(lu));
+  y = triangular_solve(b, lu, y, true, true, true, adjoint_kind(lu));
   return permute_rows(b, perm, y, true);
 }
 
-// op(A) X = B (`left`) or X op(A) = B, op the identity or (`adjoint`) the transpose; A's LU
+// op(A) X = B (`left`) or X op(A) = B, op the identity or (`adjoint`) the adjoint; A's LU
 // factors and B broadcast over their batch dims.
 Value solve_with(FunctionBuilder& b, const Value& lu, const Value& pivots, const Value& rhs,
                  bool left, bool adjoint) {
@@ -241,7 +246,8 @@ Value solve_with(FunctionBuilder& b, const Value& lu, const Value& pivots, const
   Value perm = permutation(b, broadcast_leading(b, pivots, batch, 1), dim(lu, 2));
   Value r = broadcast_leading(b, convert(b, rhs, lu.shape.type), batch);
   if (left) return lu_solve(b, f, perm, r, adjoint);
-  return matrix_transpose(b, lu_solve(b, f, perm, matrix_transpose(b, r), !adjoint));
+  // X op(A) = B is op(A)^H X^H = B^H.
+  return matrix_adjoint(b, lu_solve(b, f, perm, matrix_adjoint(b, r), !adjoint));
 }
 
 Values lu_factor_ex(FunctionBuilder& b, const Values& v, const Attrs& a) {
@@ -251,7 +257,6 @@ Values lu_factor_ex(FunctionBuilder& b, const Values& v, const Attrs& a) {
 
 // linalg_lu_solve(LU, pivots, B, left, adjoint).
 Values lu_solve_rule(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[0]);
   return {solve_with(b, v[0], v[1], v[2], a.i("left"), a.i("adjoint"))};
 }
 
@@ -310,10 +315,16 @@ Values slogdet(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = v[0].shape.type;
   Value d = diagonal(b, f.lu);
   int64_t axis = static_cast<int64_t>(d.shape.rank()) - 1;
-  Value sign = reduce(b, unary(b, "stablehlo.sign", d), {axis}, constant(b, t, 1),
-                      "stablehlo.multiply");
-  Value log = reduce(b, unary(b, "stablehlo.log", unary(b, "stablehlo.abs", d)), {axis},
-                     constant(b, t, 0), "stablehlo.add");
+  // sign: the product of d / |d| (of a complex d; sgn, 0 where d is) and the permutation's.
+  Value magnitude = modulus(b, d);
+  Value unit = hlo::is_complex(t) ? binary(b, "stablehlo.divide", d, convert(b, magnitude, t))
+                                  : unary(b, "stablehlo.sign", d);
+  unit = select(b, compare(b, magnitude, full(b, magnitude.shape.type, magnitude.shape.dims, 0),
+                           "EQ"),
+                full(b, t, d.shape.dims, 0), unit);
+  Value sign = reduce(b, unit, {axis}, constant(b, t, 1), "stablehlo.multiply");
+  Value log = reduce(b, unary(b, "stablehlo.log", magnitude), {axis},
+                     constant(b, magnitude.shape.type, 0), "stablehlo.add");
   return {binary(b, "stablehlo.multiply", sign, permutation_sign(b, f.pivots, t)), log, f.lu,
           f.pivots};
 }
@@ -359,7 +370,6 @@ Values unpack(FunctionBuilder& b, const Value& lu, const Value& pivots, const At
 
 // lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots).
 Values lu_unpack(FunctionBuilder& b, const Values& v, const Attrs& a) {
-  real_only(v[0]);
   return unpack(b, v[0], v[1], a);
 }
 

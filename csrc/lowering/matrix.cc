@@ -49,6 +49,14 @@ Value matrix_transpose(FunctionBuilder& b, const Value& x) {
   return transpose(b, x, perm);
 }
 
+Value matrix_adjoint(FunctionBuilder& b, const Value& x) {
+  return conjugate(b, matrix_transpose(b, x));
+}
+
+std::string adjoint_kind(const Value& a) {
+  return hlo::is_complex(a.shape.type) ? "ADJOINT" : "TRANSPOSE";
+}
+
 Value batched_matmul(FunctionBuilder& b, const Value& x, const Value& y) {
   int64_t r = static_cast<int64_t>(x.shape.rank());
   Dims batch(r - 2);

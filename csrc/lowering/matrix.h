@@ -20,6 +20,9 @@ Dims broadcast_batch(const Dims& x, const Dims& y);
 // `x` broadcast to `batch` + its own last `keep` dims.
 Value broadcast_leading(FunctionBuilder& b, const Value& x, const Dims& batch, int keep = 2);
 Value matrix_transpose(FunctionBuilder& b, const Value& x);  // swaps the last two dims
+Value matrix_adjoint(FunctionBuilder& b, const Value& x);    // conjugate transpose
+// The transpose_a of a triangular solve by A^H: ADJOINT for a complex A, TRANSPOSE for a real one.
+std::string adjoint_kind(const Value& a);
 // x @ y with equal batch dims, computed in x's type.
 Value batched_matmul(FunctionBuilder& b, const Value& x, const Value& y);
 Value identity(FunctionBuilder& b, ElementType type, const Dims& batch, int64_t n);

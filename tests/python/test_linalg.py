@@ -9,7 +9,7 @@ import torch
 import torchtpu
 
 # Largest relative error (max |tpu - cpu| / max |cpu|) allowed per dtype.
-RTOL = {torch.float32: 2e-5, torch.float64: 1e-12}
+RTOL = {torch.float32: 2e-5, torch.float64: 1e-12, torch.complex64: 2e-5, torch.complex128: 1e-12}
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +27,7 @@ def _rel(got, expected):
 
 def _spd(shape, dtype):
     a = torch.randn(shape, dtype=dtype)
-    return a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=dtype)
+    return a @ a.mH + shape[-1] * torch.eye(shape[-1], dtype=dtype)
 
 
 def _general(shape, dtype):
@@ -47,7 +47,15 @@ CASES = {
     "lu": lambda a, b: torch.linalg.lu(a["general"]),
     "lu_solve_adjoint": lambda a, b: torch.linalg.lu_solve(
         *torch.linalg.lu_factor(a["general"]), b, adjoint=True),
+    "lu_solve_right_adjoint": lambda a, b: torch.linalg.lu_solve(
+        *torch.linalg.lu_factor(a["general"]), b.mT, left=False, adjoint=True),
+    "triangular_solve_transpose": lambda a, b: torch.triangular_solve(
+        b, a["general"].triu(), transpose=True),
+    "cholesky_ex_not_positive_definite": lambda a, b: torch.linalg.cholesky_ex(
+        a["spd"] - 100 * a["spd"].diagonal(dim1=-2, dim2=-1).abs().max()
+        * torch.eye(a["spd"].shape[-1], dtype=a["spd"].dtype, device=a["spd"].device)).info,
     "solve": lambda a, b: torch.linalg.solve(a["general"], b),
+    "solve_right": lambda a, b: torch.linalg.solve(a["general"], b.mT, left=False),
     "solve_vector": lambda a, b: torch.linalg.solve(a["general"], b[..., 0]),
     "inv": lambda a, b: torch.linalg.inv(a["general"]),
     "det": lambda a, b: torch.linalg.det(a["general"]),
@@ -64,11 +72,21 @@ CASES = {
 }
 
 
-# One matrix in float32, a batch in float64 (the rank-2 and batched paths, both precisions).
-@pytest.mark.parametrize("dtype, batch", [(torch.float32, ()), (torch.float64, (3,))],
-                         ids=["f32", "f64-batched"])
+# Complex matrices run on the device through Cholesky, LU and triangular solves (conjugate
+# transposes where real matrices take transposes); the orthogonal factorizations take real ones.
+REAL_ONLY = {"qr", "qr_complete", "householder_product", "eigvalsh", "svdvals", "geqrf",
+             "matrix_exp"}
+DTYPES = [(torch.float32, ()), (torch.float64, (3,)), (torch.complex64, ()),
+          (torch.complex128, (3,))]
+
+
+# One matrix in single precision, a batch in double (the rank-2 and batched paths, both
+# precisions), real and complex.
+@pytest.mark.parametrize("dtype, batch", DTYPES, ids=["f32", "f64-batched", "c64", "c128-batched"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_accuracy_against_lapack(name, dtype, batch):
+    if dtype.is_complex and name in REAL_ONLY:
+        pytest.skip("complex matrices: this factorization's lowering takes real ones (CPU)")
     torch.manual_seed(0)
     n = 6
     mats = {"spd": _spd(batch + (n, n), dtype), "general": _general(batch + (n, n), dtype),
