@@ -82,8 +82,8 @@ void lstsq_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<int64_t> batch = at::infer_size(batch_of(self), batch_of(rhs));
   int64_t batch_count = 1;
   for (int64_t d : batch) batch_count *= d;
-  // Complex matrices and empty ones run on the CPU.
-  if (self.is_complex() || m == 0 || n == 0 || k == 0 || batch_count == 0) {
+  // Empty matrices run on the CPU.
+  if (m == 0 || n == 0 || k == 0 || batch_count == 0) {
     cpu_fallback(op, stack);
     return;
   }
@@ -100,8 +100,8 @@ void lstsq_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   rank.resize_(driver != "gels" ? batch_of(self) : std::vector<int64_t>{0});
   singular_values.resize_(svd_driver ? with(batch_of(self), {std::min(m, n)})
                                      : std::vector<int64_t>{0});
-  double eps = self.scalar_type() == at::kFloat ? std::numeric_limits<float>::epsilon()
-                                                : std::numeric_limits<double>::epsilon();
+  double eps = real == at::kFloat ? std::numeric_limits<float>::epsilon()
+                                   : std::numeric_limits<double>::epsilon();
   double rcond = args[2].isNone() ? eps * static_cast<double>(std::max(m, n)) : args[2].toDouble();
   args[1] = rhs;
   args[2] = rcond < 0 ? eps : rcond;  // LAPACK takes a negative rcond as the machine epsilon

@@ -1,9 +1,9 @@
 // QR, symmetric eigendecomposition and SVD through the decompositions XLA's compiler expands
 // itself: the custom calls "Qr" (Householder QR in LAPACK's geqrf form),
 // "ProductOfElementaryHouseholderReflectors" (orgqr) and "Eigh" (Jacobi). The SVD is the
-// eigendecomposition of [[0, A], [A^T, 0]], whose eigenvalues are the +-singular values: its
-// error is eps * |A|, not the eps * |A|^2 / s of A^T A. Least squares (lstsq) is built on both.
-// Complex inputs run on the CPU.
+// eigendecomposition of [[0, A], [A^H, 0]], whose eigenvalues are the +-singular values: its
+// error is eps * |A|, not the eps * |A|^2 / s of A^H A. Least squares (lstsq) is built on both.
+// Complex matrices take conjugate transposes where real ones take transposes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,7 +33,6 @@ struct Geqrf {
 };
 
 Geqrf geqrf(FunctionBuilder& b, const Value& x) {
-  real_only(x);
   int64_t k = std::min(dim(x, 1), dim(x, 2));
   Shape taus{x.shape.type, with(batch_dims(x), {k})};
   if (empty(x.shape.dims)) return {x, full(b, x.shape.type, taus.dims, 0)};
@@ -44,7 +43,6 @@ Geqrf geqrf(FunctionBuilder& b, const Value& x) {
 
 // orgqr: the product of the reflectors stored below the diagonal of `a` ([..., m, n], n <= m).
 Value householder_product(FunctionBuilder& b, const Value& a, const Value& taus) {
-  real_only(a);
   if (empty(a.shape.dims)) return a;
   if (dim(taus, 1) == 0) {
     return block(b, identity(b, a.shape.type, batch_dims(a), dim(a, 2)), dim(a, 2), dim(a, 1));
@@ -80,19 +78,18 @@ Values ormqr(FunctionBuilder& b, const Values& v, const Attrs& a) {
   bool left = a.i("left");
   int64_t size = left ? dim(c, 2) : dim(c, 1);
   Value q = householder_product(b, block(b, v[0], size, size), v[1]);
-  if (a.i("transpose")) q = matrix_transpose(b, q);
+  if (a.i("transpose")) q = matrix_adjoint(b, q);
   return {left ? batched_matmul(b, q, c) : batched_matmul(b, c, q)};
 }
 
 // XLA's Jacobi eigh: (eigenvectors, eigenvalues ascending) of the `lower` triangle.
 std::vector<Value> eigh(FunctionBuilder& b, const Value& x, bool lower) {
-  real_only(x);
   ElementType t = x.shape.type;
-  Shape w{t, with(batch_dims(x), {dim(x, 1)})};
+  Shape w{hlo::is_complex(t) ? real_part(t) : t, with(batch_dims(x), {dim(x, 1)})};
   if (empty(x.shape.dims)) return {x, full(b, t, w.dims, 0)};
   // "lower,sort,max_iter,tol": sweeps until the off-diagonal norm is below tol.
   std::string config = std::string(lower ? "1" : "0") + ",1,100," +
-                       (t == ElementType::kF64 ? "1e-15" : "1e-7");
+                       (w.type == ElementType::kF64 ? "1e-15" : "1e-7");
   return b.ops("stablehlo.custom_call", {x}, {x.shape, w},
                "call_target_name = \"Eigh\", backend_config = \"" + config + "\"");
 }
@@ -121,22 +118,21 @@ Value completed(FunctionBuilder& b, const Value& columns) {
 // _linalg_svd(A, full_matrices, compute_uv, driver) -> (U, S, Vh).
 Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
   const Value& x = v[0];
-  real_only(x);
   int64_t m = dim(x, 2), n = dim(x, 1), k = std::min(m, n), r = x.shape.rank();
   bool uv = a.i("compute_uv"), complete = uv && a.i("full_matrices");
-  ElementType t = x.shape.type;
+  ElementType t = x.shape.type, real = hlo::is_complex(t) ? real_part(t) : t;
   Dims batch = batch_dims(x);
   if (k == 0) {
     auto factor = [&](size_t i, int64_t size) {
       return complete ? identity(b, out_type(a, i), batch, size)
                       : full(b, out_type(a, i), out_shape(a, i), 0);
     };
-    return {factor(0, m), full(b, t, with(batch, {0}), 0), factor(2, n)};
+    return {factor(0, m), full(b, real, with(batch, {0}), 0), factor(2, n)};
   }
-  // [[0, A], [A^T, 0]]: A at the top right, A^T at the bottom left.
+  // [[0, A], [A^H, 0]]: A at the top right, A^H at the bottom left.
   Dims zero(r, 0);
   Value top = concatenate(b, {full(b, t, with(batch, {m, m}), 0), x}, r - 1);
-  Value bottom = concatenate(b, {matrix_transpose(b, x), full(b, t, with(batch, {n, n}), 0)},
+  Value bottom = concatenate(b, {matrix_adjoint(b, x), full(b, t, with(batch, {n, n}), 0)},
                              r - 1);
   std::vector<Value> e = eigh(b, concatenate(b, {top, bottom}, r - 2), true);
   // The largest k eigenvalues, descending.
@@ -145,10 +141,10 @@ Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Dims start(r - 1, 0);
   start.back() = size - k;
   Value s = b.op("stablehlo.reverse", {slice(b, w, start, with(batch, {size}))},
-                 Shape{t, with(batch, {k})},
+                 Shape{real, with(batch, {k})},
                  "dimensions = " + FunctionBuilder::i64_array({r - 2}));
   // Negative zeros and rounding below zero: singular values are >= 0.
-  s = maximum(b, s, full(b, t, s.shape.dims, 0));
+  s = maximum(b, s, full(b, real, s.shape.dims, 0));
   if (!uv) {
     return {full(b, out_type(a, 0), out_shape(a, 0), 0), s,
             full(b, out_type(a, 2), out_shape(a, 2), 0)};
@@ -169,7 +165,7 @@ Values svd(FunctionBuilder& b, const Values& v, const Attrs& a) {
     u = completed(b, u);
     vectors = completed(b, vectors);
   }
-  return {u, s, matrix_transpose(b, vectors)};
+  return {u, s, matrix_adjoint(b, vectors)};
 }
 
 // A x = B for full-rank A by QR: least squares (m >= n, with the squared norm of each residual)
@@ -182,23 +178,24 @@ QrSolution qr_solve(FunctionBuilder& b, const Value& a, const Value& rhs) {
   int64_t m = dim(a, 2), n = dim(a, 1), k = dim(rhs, 1), r = a.shape.rank();
   Dims batch = batch_dims(a);
   ElementType t = a.shape.type;
-  if (m < n) {
-    Geqrf g = geqrf(b, matrix_transpose(b, a));
-    Value y = triangular_solve(b, triangle(b, block(b, g.a, m, m), true), rhs, true, false, false,
-                               "TRANSPOSE");
+  ElementType real = hlo::is_complex(t) ? real_part(t) : t;
+  if (m < n) {  // A^H = Q R: x = Q R^-H B
+    Geqrf g = geqrf(b, matrix_adjoint(b, a));
+    Value r_factor = triangle(b, block(b, g.a, m, m), true);
+    Value y = triangular_solve(b, r_factor, rhs, true, false, false, adjoint_kind(r_factor));
     return {batched_matmul(b, householder_product(b, g.a, g.taus), y),
-            full(b, t, with(batch, {k}), 0)};
+            full(b, real, with(batch, {k}), 0)};
   }
   Geqrf g = geqrf(b, a);
   Value q = householder_product(b, block(b, g.a, m, m), g.taus);
-  Value qtb = batched_matmul(b, matrix_transpose(b, q), rhs);
+  Value qtb = batched_matmul(b, matrix_adjoint(b, q), rhs);
   Value x = triangular_solve(b, triangle(b, block(b, g.a, n, n), true), block(b, qtb, n, k), true,
                              false, false);
   Dims start(r, 0);
   start[r - 2] = n;
-  Value rest = slice(b, qtb, start, qtb.shape.dims);
+  Value rest = modulus(b, slice(b, qtb, start, qtb.shape.dims));
   Value residuals = reduce(b, binary(b, "stablehlo.multiply", rest, rest), {r - 2},
-                           constant(b, t, 0), "stablehlo.add");
+                           constant(b, real, 0), "stablehlo.add");
   return {x, residuals};
 }
 
@@ -210,8 +207,7 @@ QrSolution qr_solve(FunctionBuilder& b, const Value& a, const Value& rhs) {
 // gets the QR solution, a rank-deficient one the least-norm solution through the SVD.
 Values lstsq(FunctionBuilder& b, const Values& v, const Attrs& a) {
   const Value& x = v[0];
-  real_only(x);
-  ElementType t = x.shape.type;
+  ElementType t = x.shape.type, real = hlo::is_complex(t) ? real_part(t) : t;
   int64_t m = dim(x, 2), n = dim(x, 1), k = std::min(m, n);
   Dims batch = broadcast_batch(batch_dims(x), batch_dims(v[1]));
   Value rhs = broadcast_leading(b, convert(b, v[1], t), batch);
@@ -220,26 +216,27 @@ Values lstsq(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Dims a_batch = batch_dims(x);
   if (a.s("driver") == "gels") {
     return {reshape(b, qr.x, out_shape(a, 0)), qr.residuals,
-            full(b, ElementType::kS64, a_batch, 0), full(b, t, with(a_batch, {k}), 0)};
+            full(b, ElementType::kS64, a_batch, 0), full(b, real, with(a_batch, {k}), 0)};
   }
   Values usv = svd(b, {x}, Attrs().set("compute_uv", int64_t{1}).set("full_matrices", int64_t{0}));
   const Value &u = usv[0], &s = usv[1], &vh = usv[2];
   int64_t axis = static_cast<int64_t>(a_batch.size());
   Value largest = leading_to(b, reduce_extreme(b, s, {axis}, true), s.shape.dims);
-  Value rcond = convert(b, v[2], t);
+  Value rcond = convert(b, v[2], real);
   Value cutoff = binary(b, "stablehlo.multiply", largest,
                         broadcast_in_dim(b, rcond, s.shape.dims, {}));
   Value kept = compare(b, s, cutoff, "GT");
   Value rank = reduce(b, convert(b, kept, ElementType::kS64), {axis},
                       constant(b, ElementType::kS64, 0), "stablehlo.add");
-  Value inverse = select(b, kept, binary(b, "stablehlo.divide", full(b, t, s.shape.dims, 1), s),
-                         full(b, t, s.shape.dims, 0));
-  // V diag(1/s) U^T B over the broadcast batch.
-  Value utb = batched_matmul(b, matrix_transpose(b, broadcast_leading(b, u, batch)), rhs);
+  Value inverse = select(b, kept, binary(b, "stablehlo.divide", full(b, real, s.shape.dims, 1), s),
+                         full(b, real, s.shape.dims, 0));
+  // V diag(1/s) U^H B over the broadcast batch.
+  Value utb = batched_matmul(b, matrix_adjoint(b, broadcast_leading(b, u, batch)), rhs);
   Value scaled = binary(b, "stablehlo.multiply", utb,
-                        leading_to(b, broadcast_leading(b, inverse, batch, 1), utb.shape.dims));
+                        convert(b, leading_to(b, broadcast_leading(b, inverse, batch, 1),
+                                              utb.shape.dims), t));
   Value least_norm =
-      batched_matmul(b, matrix_transpose(b, broadcast_leading(b, vh, batch)), scaled);
+      batched_matmul(b, matrix_adjoint(b, broadcast_leading(b, vh, batch)), scaled);
   Value full_rank = compare(b, broadcast_leading(b, rank, batch, 0),
                             full(b, ElementType::kS64, batch, static_cast<double>(k)), "EQ");
   Value solution = select(b, leading_to(b, full_rank, sol_dims), qr.x, least_norm);

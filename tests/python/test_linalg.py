@@ -72,10 +72,9 @@ CASES = {
 }
 
 
-# Complex matrices run on the device through Cholesky, LU and triangular solves (conjugate
-# transposes where real matrices take transposes); the orthogonal factorizations take real ones.
-REAL_ONLY = {"qr", "qr_complete", "householder_product", "eigvalsh", "svdvals", "geqrf",
-             "matrix_exp"}
+# Complex matrices run on the device (conjugate transposes where real matrices take transposes),
+# but for matrix_exp.
+REAL_ONLY = {"matrix_exp"}
 DTYPES = [(torch.float32, ()), (torch.float64, (3,)), (torch.complex64, ()),
           (torch.complex128, (3,))]
 
@@ -111,12 +110,15 @@ def test_accuracy_against_lapack(name, dtype, batch):
             assert _rel(g, e) < RTOL[dtype], name
 
 
-def test_eigh_vectors_diagonalize():
-    """Eigenvectors are unique up to sign: check A V = V diag(w) and V^T V = I instead."""
-    a = _spd((2, 5, 5), torch.float64).to("tpu")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_eigh_vectors_diagonalize(dtype):
+    """Eigenvectors are unique up to sign (a phase, for complex ones): check A V = V diag(w) and
+    V^H V = I instead."""
+    a = _spd((2, 5, 5), dtype).to("tpu")
     w, v = torch.linalg.eigh(a)
+    assert w.dtype == torch.float64
     assert _rel(a @ v, v * w.unsqueeze(-2)) < 1e-7
-    assert _rel(v.mT @ v, torch.eye(5, dtype=torch.float64).expand(2, 5, 5)) < 1e-7
+    assert _rel(v.mH @ v, torch.eye(5, dtype=dtype).expand(2, 5, 5)) < 1e-7
 
 
 def test_svd_reconstructs():
@@ -126,7 +128,8 @@ def test_svd_reconstructs():
     assert _rel(s, torch.linalg.svdvals(a)) < 1e-5
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64,
+                                   torch.complex128])
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 2), (2, 1, 3), (4, 1), (3, 0), (0, 2)])
 def test_svd_with_full_matrices(shape, dtype):
     """torch.linalg.svd's default, full_matrices=True, of a non-square matrix (was: on the CPU):
@@ -137,13 +140,14 @@ def test_svd_with_full_matrices(shape, dtype):
     u, s, vh = (t.cpu() for t in torch.linalg.svd(a.to("tpu")))
     cpu_u, cpu_s, cpu_vh = torch.linalg.svd(a)
     assert (u.shape, s.shape, vh.shape) == (cpu_u.shape, cpu_s.shape, cpu_vh.shape)
-    k, tol = min(shape[-2:]), 1e-7 if dtype == torch.float64 else 1e-5
+    assert (u.dtype, s.dtype, vh.dtype) == (cpu_u.dtype, cpu_s.dtype, cpu_vh.dtype)
+    k, tol = min(shape[-2:]), 1e-7 if dtype in (torch.float64, torch.complex128) else 1e-5
     if k:
-        assert _rel(u[..., :k] @ torch.diag_embed(s) @ vh[..., :k, :], a) < tol
+        assert _rel(u[..., :k] @ torch.diag_embed(s).to(dtype) @ vh[..., :k, :], a) < tol
         assert _rel(s, cpu_s) < tol
     for q in (u, vh):
         identity = torch.eye(q.shape[-1], dtype=dtype).expand(q.shape)
-        torch.testing.assert_close(q.mT @ q, identity, atol=tol, rtol=0)
+        torch.testing.assert_close(q.mH @ q, identity, atol=tol, rtol=0)
 
 
 def test_singular_inverse_raises_linalg_error():
@@ -268,24 +272,26 @@ def test_matrix_exp_across_norms_in_one_batch():
     assert torch.linalg.matrix_exp(torch.zeros(2, 0, 0, device="tpu")).shape == (2, 0, 0)
 
 
-def test_lstsq_drivers():
-    """A vector right-hand side (gels), and a batch of a rank-deficient and a full-rank tall A
-    with a broadcast right-hand side (gelsd then returns no residuals): shapes, ranks and values
-    as LAPACK's. (OpInfo's first samples cover gels on tall, square and wide matrices.)"""
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_lstsq_drivers(dtype):
+    """A vector right-hand side (gels), a wide A (the least-norm solution), and a batch of a
+    rank-deficient and a full-rank tall A with a broadcast right-hand side (gelsd then returns no
+    residuals): shapes, dtypes, ranks and values as LAPACK's. (OpInfo's first samples cover gels
+    on tall, square and wide matrices.)"""
     torch.manual_seed(0)
-    a = torch.randn(2, 5, 3, dtype=torch.float64)
+    a = torch.randn(2, 5, 3, dtype=dtype)
     deficient = a.clone()
     deficient[..., 2] = deficient[..., 1]
-    cases = [("gels", a, torch.randn(2, 5, dtype=torch.float64)),
-             ("gelsd", torch.stack([deficient[0], a[1]]),
-              torch.randn(1, 5, 2, dtype=torch.float64))]
+    cases = [("gels", a, torch.randn(2, 5, dtype=dtype)),
+             ("gelss", a.mT, torch.randn(2, 3, 2, dtype=dtype)),
+             ("gelsd", torch.stack([deficient[0], a[1]]), torch.randn(1, 5, 2, dtype=dtype))]
     for driver, x, y in cases:
         got = torch.linalg.lstsq(x.to("tpu"), y.to("tpu"), driver=driver)
         expected = torch.linalg.lstsq(x, y, driver=driver)
         for g, e in zip(got, expected, strict=True):
             assert g.device.type == "tpu" and g.shape == e.shape and g.dtype == e.dtype, driver
             if e.numel():
-                assert _rel(g, e) < (1e-7 if driver == "gelsd" else 1e-12), driver
+                assert _rel(g, e) < (1e-7 if driver != "gels" else 1e-12), driver
 
 
 def test_lstsq_errors():

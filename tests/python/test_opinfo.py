@@ -138,15 +138,13 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_eig": "as _linalg_eigvals", "aten::linalg_eig.out": "as _linalg_eigvals",
     "aten::linalg_eigvals.out": "as _linalg_eigvals",
 }
-# On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): the orthogonal
-# factorizations (QR, eigh, SVD, least squares) and LDL take real matrices (Cholesky, LU,
-# triangular solves and what is built on them take complex ones), and these others run on the
-# CPU for complex values.
-COMPLEX_LINALG = "complex matrices: the orthogonal factorizations' lowerings take real ones"
+# On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): LDL and
+# matrix_exp take real matrices (the other linear algebra takes complex ones), and these others
+# run on the CPU for complex values.
+COMPLEX_LINALG = "complex matrices: the LDL and matrix_exp lowerings take real ones"
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": COMPLEX_LINALG for op in [
-    "_linalg_eigh", "_linalg_eigvals", "_linalg_svd", "geqrf", "linalg_eig",
-    "linalg_householder_product", "linalg_ldl_factor_ex", "linalg_ldl_solve", "linalg_lstsq.out",
-    "linalg_matrix_exp", "linalg_qr", "ormqr"]})
+    "_linalg_eigvals", "linalg_eig", "linalg_ldl_factor_ex", "linalg_ldl_solve",
+    "linalg_matrix_exp"]})
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": why for op, why in [
     ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE),
     ("logcumsumexp", "its lowering shifts by a running maximum, which complex values lack"),
