@@ -39,9 +39,9 @@ Value combination(FunctionBuilder& b, const std::vector<Value>& powers, const do
 // at least 0 and at most 100 (a NaN or infinite norm gives 100).
 Value squarings(FunctionBuilder& b, const Value& x) {
   int64_t r = static_cast<int64_t>(x.shape.rank());
-  ElementType t = x.shape.type;
-  Value columns = reduce(b, unary(b, "stablehlo.abs", x), {r - 2}, constant(b, t, 0),
-                         "stablehlo.add");
+  Value magnitude = modulus(b, x);
+  ElementType t = magnitude.shape.type;
+  Value columns = reduce(b, magnitude, {r - 2}, constant(b, t, 0), "stablehlo.add");
   Value norm = reduce_extreme(b, columns, {r - 2}, true);
   const Dims& batch = norm.shape.dims;
   Value ratio = binary(b, "stablehlo.divide", norm, full(b, t, batch, kTheta13));
@@ -66,17 +66,19 @@ Value power_of_half(FunctionBuilder& b, const Value& s, ElementType type) {
 
 // Half-precision inputs compute in float32.
 Value matrix_exp(FunctionBuilder& b, const Value& x) {
-  real_only(x);
   for (int64_t d : x.shape.dims) {
     if (d == 0) return x;
   }
-  ElementType t = x.shape.type == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+  ElementType t = hlo::is_complex(x.shape.type)         ? x.shape.type
+                  : x.shape.type == ElementType::kF64 ? ElementType::kF64
+                                                      : ElementType::kF32;
+  ElementType real = hlo::is_complex(t) ? real_part(t) : t;
   Value input = convert(b, x, t);
   Dims batch = batch_dims(input);
   int64_t n = dim(input, 1);
   Value s = squarings(b, input);
   Value a = binary(b, "stablehlo.multiply", input,
-                   leading_to(b, power_of_half(b, s, t), input.shape.dims));
+                   leading_to(b, convert(b, power_of_half(b, s, real), t), input.shape.dims));
   Value eye = identity(b, t, batch, n);
   Value a2 = batched_matmul(b, a, a), a4 = batched_matmul(b, a2, a2),
         a6 = batched_matmul(b, a4, a2);

@@ -72,9 +72,6 @@ CASES = {
 }
 
 
-# Complex matrices run on the device (conjugate transposes where real matrices take transposes),
-# but for matrix_exp.
-REAL_ONLY = {"matrix_exp"}
 DTYPES = [(torch.float32, ()), (torch.float64, (3,)), (torch.complex64, ()),
           (torch.complex128, (3,))]
 
@@ -84,8 +81,6 @@ DTYPES = [(torch.float32, ()), (torch.float64, (3,)), (torch.complex64, ()),
 @pytest.mark.parametrize("dtype, batch", DTYPES, ids=["f32", "f64-batched", "c64", "c128-batched"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_accuracy_against_lapack(name, dtype, batch):
-    if dtype.is_complex and name in REAL_ONLY:
-        pytest.skip("complex matrices: this factorization's lowering takes real ones (CPU)")
     torch.manual_seed(0)
     n = 6
     mats = {"spd": _spd(batch + (n, n), dtype), "general": _general(batch + (n, n), dtype),
@@ -261,11 +256,12 @@ def test_empty_matrices():
     assert torch.linalg.cholesky(e).shape == (2, 0, 0)
 
 
-def test_matrix_exp_across_norms_in_one_batch():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_matrix_exp_across_norms_in_one_batch(dtype):
     """1-norms from 1e-3 (no squaring) to ~400 (7 squarings) in one batch, and an empty batch."""
     torch.manual_seed(0)
-    a = torch.randn(3, 4, 4, dtype=torch.float64) * torch.tensor([1e-3, 1.0, 100.0],
-                                                                 dtype=torch.float64)[:, None, None]
+    a = torch.randn(3, 4, 4, dtype=dtype) * torch.tensor([1e-3, 1.0, 100.0],
+                                                         dtype=torch.float64)[:, None, None]
     got, expected = torch.linalg.matrix_exp(a.to("tpu")).cpu(), torch.linalg.matrix_exp(a)
     for g, e in zip(got, expected, strict=True):
         assert _rel(g, e) < 1e-12

@@ -138,13 +138,12 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_eig": "as _linalg_eigvals", "aten::linalg_eig.out": "as _linalg_eigvals",
     "aten::linalg_eigvals.out": "as _linalg_eigvals",
 }
-# On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): LDL and
-# matrix_exp take real matrices (the other linear algebra takes complex ones), and these others
-# run on the CPU for complex values.
-COMPLEX_LINALG = "complex matrices: the LDL and matrix_exp lowerings take real ones"
+# On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): LDL takes real
+# matrices (the other linear algebra takes complex ones), and these others run on the CPU for
+# complex values.
+COMPLEX_LINALG = "complex matrices: the LDL lowering takes real ones"
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": COMPLEX_LINALG for op in [
-    "_linalg_eigvals", "linalg_eig", "linalg_ldl_factor_ex", "linalg_ldl_solve",
-    "linalg_matrix_exp"]})
+    "_linalg_eigvals", "linalg_eig", "linalg_ldl_factor_ex", "linalg_ldl_solve"]})
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": why for op, why in [
     ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE),
     ("logcumsumexp", "its lowering shifts by a running maximum, which complex values lack"),
@@ -168,6 +167,10 @@ TOLERANCES = {
         "float64 one on them; tpu vs CPU measured up to 1.4e-2 over 500 random samples "
         "(gradients included), while the largest difference is a few 1e-6 of the largest "
         "element")),
+    "matrix_exp-complex64": (5e-5, 1e-5, (
+        "float32 rounding in another order: over 50 random 5x5 batches tpu and the CPU were each "
+        "within 6.1e-7 of the largest element of the complex128 result, and up to 1.5e-5 "
+        "relative apart on single elements")),
     "linalg.lstsq": LSTSQ_GRAD, "linalg.lstsq.grad_oriented": LSTSQ_GRAD,
     "asin": (1e-5, 1e-5, ("DeferAndFuse: its gradient, 1/sqrt(1-x^2) near |x| = 1, fused by XLA "
                           "rounds ~3e-6 relative apart")),
