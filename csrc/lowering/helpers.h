@@ -125,6 +125,11 @@ std::pair<Value, Value> real_and_imag(FunctionBuilder& b, const Value& x);
 // The complex conjugate of `x`; a real value is its own.
 Value conjugate(FunctionBuilder& b, const Value& x);
 
+// log(exp(x) + exp(y)) of complex x and y, as the CPU computes it: log1p(exp(lo - hi)) + hi, hi
+// the operand with the larger real part; NaN in a part of either operand gives NaN in both parts,
+// equal infinite real parts give lo (-inf) or log(exp(lo) + exp(hi)) (+inf).
+Value complex_log_add_exp(FunctionBuilder& b, const Value& x, const Value& y);
+
 // x / y; of complex values by Smith's scaling, as the CPU divides (XLA's division differed at
 // zeros and infinities: 0 / (inf + inf i) was 0, not NaN; -1 / (-0 + 0i) inf + NaN i, not -inf).
 Value divide(FunctionBuilder& b, const Value& x, const Value& y);

@@ -815,6 +815,31 @@ LoweringRule bitwise(const std::string& name, LoweringRule rule) {
 
 }  // namespace
 
+Value complex_log_add_exp(FunctionBuilder& b, const Value& x, const Value& y) {
+  auto has_nan = [&](const Value& z) {
+    auto [re, im] = real_and_imag(b, z);
+    return b_or(b, is_nan(b, re), is_nan(b, im));
+  };
+  auto real = [&](const Value& z) { return real_and_imag(b, z).first; };
+  auto exp = [&](const Value& z) { return complex_aware(b, "exp", "stablehlo.exponential", z); };
+  Value x_lower = compare(b, real(x), real(y), "LT");
+  Value lo = select(b, x_lower, x, y), hi = select(b, x_lower, y, x);
+  Value general = binary(b, "stablehlo.add",
+                         complex_aware(b, "log1p", "stablehlo.log_plus_one",
+                                       exp(binary(b, "stablehlo.subtract", lo, hi))),
+                         hi);
+  Value lo_re = real(lo);
+  Value same_infinity = b_and(b, compare(b, lo_re, real(hi), "EQ"),
+                              compare(b, unary(b, "stablehlo.abs", lo_re),
+                                      full_like(b, lo_re, kInfinity), "EQ"));
+  Value both_plus = complex_aware(b, "log", "stablehlo.log",
+                                  binary(b, "stablehlo.add", exp(lo), exp(hi)));
+  Value infinite = select(b, compare(b, lo_re, full_like(b, lo_re, 0), "LT"), lo, both_plus);
+  Value nan = full_like(b, lo_re, kNan);
+  return select(b, b_or(b, has_nan(x), has_nan(y)), make_complex(b, nan, nan, x.shape.type),
+                select(b, same_infinity, infinite, general));
+}
+
 void register_math_rules(Registry& r) {
   const std::pair<const char*, const char*> functions[] = {
       {"exp", "stablehlo.exponential"}, {"expm1", "stablehlo.exponential_minus_one"},
@@ -983,6 +1008,7 @@ void register_math_rules(Registry& r) {
   r.elementwise("lcm", binary_fn(lcm), all("lcm"));
   r.elementwise("logaddexp", float_binary_fn([](FunctionBuilder& b, const Value& x,
                                                 const Value& y) {
+                  if (hlo::is_complex(x.shape.type)) return complex_log_add_exp(b, x, y);
                   return logaddexp(b, x, y, false);
                 }), {"logaddexp", "logaddexp.out"});
   r.elementwise("logaddexp2", float_binary_fn([](FunctionBuilder& b, const Value& x,

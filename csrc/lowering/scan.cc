@@ -84,13 +84,28 @@ Value log_add_exp(FunctionBuilder& b, const Value& p, const Value& q) {
 // logcumsumexp(self, dim)
 Values logcumsumexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a), c = opmath(t);
-  if (hlo::is_complex(t)) throw Unsupported("torchtpu: complex logcumsumexp is not lowered");
   Value x = convert(b, v[0], c);
   if (x.shape.rank() == 0 || x.shape.numel() == 0) return {convert(b, x, t)};
-  auto r = scan(b, {x}, {extreme(b, c, false)}, scan_axis(a, x),
-                [](FunctionBuilder& f, const std::vector<Value>& p, const std::vector<Value>& q) {
-                  return std::vector<Value>{log_add_exp(f, p[0], q[0])};
+  bool complex = hlo::is_complex(c);
+  Value start = extreme(b, real_part(c), false);  // -inf (+ 0i)
+  if (complex) {
+    start = b.op("stablehlo.complex", {start, constant(b, real_part(c), 0)}, Shape{c, {}});
+  }
+  auto r = scan(b, {x}, {start}, scan_axis(a, x),
+                [complex](FunctionBuilder& f, const std::vector<Value>& p,
+                          const std::vector<Value>& q) {
+                  return std::vector<Value>{complex ? complex_log_add_exp(f, p[0], q[0])
+                                                    : log_add_exp(f, p[0], q[0])};
                 });
+  if (complex) {
+    // A prefix of real parts -inf keeps the CPU's running value, its start -inf + 0i (the window
+    // reduces in no fixed order, and a pair of them gives one of the two).
+    auto [re, im] = real_and_imag(b, r[0]);
+    Value minus_inf = compare(b, re, full(b, re.shape.type, re.shape.dims, -INFINITY), "EQ");
+    r[0] = b.op("stablehlo.complex",
+                {re, select(b, minus_inf, full(b, im.shape.type, im.shape.dims, 0), im)},
+                r[0].shape);
+  }
   return {convert(b, r[0], t)};
 }
 

@@ -110,6 +110,38 @@ def test_logsumexp_and_logaddexp_of_complex_values():
                                   torch.logaddexp(_values(d)[0], _values(d)[1])))
 
 
+def test_logaddexp_of_complex_values_with_nan_and_infinite_parts(fallback_error):
+    """On the device (was: the CPU), as the CPU computes it: by the operand with the larger real
+    part, NaN in a part of either operand NaN in both, equal infinite real parts the second
+    operand (-inf) or log(exp(x) + exp(y)) (+inf); every pair of 35 values."""
+    inf, nan = float("inf"), float("nan")
+    values = [complex(a, b) for a in (0.0, -1.0, 2.5, inf, -inf, nan, 100.0)
+              for b in (0.0, 1.0, -2.0, inf, nan)]
+
+    def pairs(d):
+        x = torch.tensor([v for v in values for _ in values], dtype=torch.complex128)
+        y = torch.tensor([w for _ in values for w in values], dtype=torch.complex128)
+        return torch.view_as_real(torch.logaddexp(x.to(d), y.to(d)))
+    assert_same_as_cpu(pairs)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_logcumsumexp_of_complex_values(fallback_error, dim):
+    """On the device (was: the CPU): random values, and rows with NaN, +inf and -inf real parts
+    (a prefix of -inf real parts is -inf + 0i, the CPU's running start)."""
+    inf, nan = float("inf"), float("nan")
+    torch.manual_seed(0)
+    rows = torch.tensor([[1 + 1j, complex(-inf, 0), 2 - 1j, 3j],
+                         [complex(inf, 0), 1j, complex(inf, 1), 2],
+                         [complex(nan, 0), 1, 2, 3],
+                         [complex(-inf, 1), complex(-inf, 2), 3j, complex(-inf, 5)]],
+                        dtype=torch.complex128)
+    for z in (torch.randn(3, 40, dtype=torch.complex128) * 5, rows):
+        expected = torch.logcumsumexp(z, dim)
+        got = torch.logcumsumexp(z.to("tpu"), dim).cpu()
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-12, atol=1e-12)
+
+
 def _extremes(device):
     """Complex values with infinite, NaN and huge parts (|3e38 + 3e38j| overflows float32)."""
     inf, nan = float("inf"), float("nan")

@@ -146,8 +146,6 @@ ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": COMPLEX_LINALG for op in [
     "_linalg_eigvals", "linalg_eig", "linalg_ldl_factor_ex", "linalg_ldl_solve"]})
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": why for op, why in [
     ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE),
-    ("logcumsumexp", "its lowering shifts by a running maximum, which complex values lack"),
-    ("logaddexp", "as logcumsumexp"),
     ("logspace.out", "complex exponents are not lowered")]})
 
 # Known bugs that kill the interpreter: xfailed without running them. (None at present.)
