@@ -427,7 +427,7 @@ const std::map<std::string, std::vector<SpecialRow>>& special_rows() {
   static const std::map<std::string, std::vector<SpecialRow>> rows = {
       {"log", {{C::kInf, C::kNan, inf, nan}, {C::kNan, C::kInf, inf, nan}}},
       {"exp", {{C::kPlusInf, C::kNan, inf, nan},
-               {C::kMinusInf, C::kNan, zero, zero},
+               {C::kMinusInf, C::kNan, zero, {0, S::kOfIm}},  // the NaN's sign, as glibc
                {C::kNan, C::kZero, nan, {0, S::kOfIm}},
                {C::kPlusInf, C::kInf, inf, nan},
                {C::kMinusInf, C::kInf, zero, {0, S::kOfIm}}}},
@@ -583,16 +583,65 @@ Value log_base(FunctionBuilder& b, const Value& x, double base) {
                       binary(b, "stablehlo.divide", im, scale), x.shape.type);
 }
 
-// x ** y. A complex x to a real power of 1, 2, 3, 1/2, -1/2, -1 or -2 is, as on the CPU, itself,
-// a product, sqrt, rsqrt or reciprocal, not exp(y log x): (NaN i) ** 2 was 0, (1 + 2i) ** 2
-// inexact.
+// z w of complex values as C99's Annex G multiplies (glibc's __muldc3): where both parts of
+// the plain product are NaN and a factor is infinite (or a partial product overflowed), the
+// infinite parts count as +-1, the others as +-0 (NaN ones too), and the product is scaled by
+// infinity: (inf + 0i)(0 + inf i) is inf i, not NaN + NaN i.
+Value c99_multiply(FunctionBuilder& b, const Value& z, const Value& w) {
+  auto [a, c_b] = real_and_imag(b, z);
+  auto [c, d] = real_and_imag(b, w);
+  Value bb = c_b;
+  auto mul = [&](const Value& u, const Value& v) { return binary(b, "stablehlo.multiply", u, v); };
+  auto inf = [&](const Value& v) {
+    return compare(b, unary(b, "stablehlo.abs", v), full_like(b, v, kInfinity), "EQ");
+  };
+  auto unit = [&](const Value& v) {  // +-1 for an infinity, +-0 otherwise
+    return copysign(b, select(b, inf(v), full_like(b, v, 1), full_like(b, v, 0)), v);
+  };
+  auto nan_to_zero = [&](const Value& v) {
+    return select(b, is_nan(b, v), copysign(b, full_like(b, v, 0), v), v);
+  };
+  Value ac = mul(a, c), bd = mul(bb, d), ad = mul(a, d), bc = mul(bb, c);
+  Value re = binary(b, "stablehlo.subtract", ac, bd), im = binary(b, "stablehlo.add", ad, bc);
+  Value z_inf = b_or(b, inf(a), inf(bb)), w_inf = b_or(b, inf(c), inf(d));
+  Value overflowed = b_or(b, b_or(b, inf(ac), inf(bd)), b_or(b, inf(ad), inf(bc)));
+  // The factors as recovery takes them.
+  Value ra = select(b, z_inf, unit(a), select(b, w_inf, nan_to_zero(a), a));
+  Value rb = select(b, z_inf, unit(bb), select(b, w_inf, nan_to_zero(bb), bb));
+  Value rc = select(b, w_inf, unit(c), select(b, z_inf, nan_to_zero(c), c));
+  Value rd = select(b, w_inf, unit(d), select(b, z_inf, nan_to_zero(d), d));
+  Value only_overflow = b_and(b, overflowed, unary(b, "stablehlo.not", b_or(b, z_inf, w_inf)));
+  ra = select(b, only_overflow, nan_to_zero(a), ra);
+  rb = select(b, only_overflow, nan_to_zero(bb), rb);
+  rc = select(b, only_overflow, nan_to_zero(c), rc);
+  rd = select(b, only_overflow, nan_to_zero(d), rd);
+  Value big = full_like(b, a, kInfinity);
+  Value re2 = mul(big, binary(b, "stablehlo.subtract", mul(ra, rc), mul(rb, rd)));
+  Value im2 = mul(big, binary(b, "stablehlo.add", mul(ra, rd), mul(rb, rc)));
+  Value recover = b_and(b, b_and(b, is_nan(b, re), is_nan(b, im)),
+                        b_or(b, b_or(b, z_inf, w_inf), overflowed));
+  return make_complex(b, select(b, recover, re2, re), select(b, recover, im2, im), z.shape.type);
+}
+
+// x ** y; of complex values exp(y log x), as the CPU's cpow computes it (with C99's product:
+// 0 ** (1 + i) is 0, 0 ** 0 NaN, as there; XLA's gave NaN and 1).
 Value power(FunctionBuilder& b, const Value& x, const Value& y) {
-  Value r = binary(b, "stablehlo.power", x, y);
+  if (!hlo::is_complex(x.shape.type)) return binary(b, "stablehlo.power", x, y);
+  return complex_aware(b, "exp", "stablehlo.exponential",
+                       c99_multiply(b, y, complex_aware(b, "log", "stablehlo.log", x)));
+}
+
+// x ** y for a Scalar y (pow.Tensor_Scalar). A complex x to a real power of 0, 1, 2, 3, 1/2,
+// -1/2, -1 or -2 is, as on the CPU, 1, itself, a product, sqrt, rsqrt or reciprocal, not
+// exp(y log x): (NaN i) ** 2 was 0, (1 + 2i) ** 2 inexact.
+Value power_of_scalar(FunctionBuilder& b, const Value& x, const Value& y) {
+  Value r = power(b, x, y);
   if (!hlo::is_complex(x.shape.type)) return r;
   auto [y_re, y_im] = real_and_imag(b, y);
   Value real_exponent = compare(b, y_im, full_like(b, y_im, 0), "EQ");
   Value square = binary(b, "stablehlo.multiply", x, x);
   const std::pair<double, Value> cases[] = {
+      {0, full_like(b, x, 1)},
       {1, x},
       {2, square},
       {3, binary(b, "stablehlo.multiply", square, x)},
@@ -946,8 +995,10 @@ void register_math_rules(Registry& r) {
   r.elementwise("max_other", binary_fn(maximum), {"max.other"});
   r.elementwise("min_other", binary_fn(minimum), {"min.other"});
   r.elementwise("pow", binary_fn(power),
-                {"pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "pow.Tensor_Tensor_out",
-                 "pow.Tensor_Scalar_out", "pow.Scalar_out", "pow_.Scalar", "pow_.Tensor"});
+                {"pow.Tensor_Tensor", "pow.Scalar", "pow.Tensor_Tensor_out", "pow.Scalar_out",
+                 "pow_.Tensor"});
+  r.elementwise("pow_of_scalar", binary_fn(power_of_scalar),
+                {"pow.Tensor_Scalar", "pow.Tensor_Scalar_out", "pow_.Scalar"});
   r.elementwise("atan2", float_binary_fn([](FunctionBuilder& b, const Value& y, const Value& x) {
                   return binary(b, "stablehlo.atan2", y, x);
                 }),

@@ -301,6 +301,20 @@ def test_complex_powers_of_the_exponents_the_cpu_computes_exactly(exponent):
     assert_same_as_cpu(powers)
 
 
+def test_complex_powers_of_complex_tensors_are_exp_of_y_log_x():
+    """A tensor exponent (pow.Tensor_Tensor) is exp(y log x) with C99's product, as the CPU's
+    cpow, at every pair of a grid with zero parts: 0 ** (1 + i) is 0 (was NaN), 0 ** 0 NaN (was
+    1), and 2 + 0i is no special case there (the CPU's (1 + 2i) ** (2 + 0i) is inexact too)."""
+    parts = [0.0, -0.0, 1.0, -2.5, 0.5, 3.0]
+    values = [complex(a, b) for a in parts for b in parts]
+
+    def powers(d):
+        x = torch.tensor([v for v in values for _ in values], dtype=torch.complex128)
+        y = torch.tensor([w for _ in values for w in values], dtype=torch.complex128)
+        return torch.view_as_real(torch.pow(x.to(d), y.to(d)))
+    assert_same_as_cpu(powers)
+
+
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_division_scales_as_the_cpu_does(dtype):
     """Smith's division, as the CPU's: XLA's gave 0 for 0 / (inf + inf i), which is NaN, and
