@@ -448,10 +448,14 @@ std::pair<Value, Value> real_and_imag(FunctionBuilder& b, const Value& x) {
   return {b.op("stablehlo.real", {x}, part), b.op("stablehlo.imag", {x}, part)};
 }
 
+Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type) {
+  return b.op("stablehlo.complex", {re, im}, hlo::Shape{type, re.shape.dims});
+}
+
 Value conjugate(FunctionBuilder& b, const Value& x) {
   if (!hlo::is_complex(x.shape.type)) return x;
   auto [re, im] = real_and_imag(b, x);
-  return b.op("stablehlo.complex", {re, unary(b, "stablehlo.negate", im)}, x.shape);
+  return make_complex(b, re, unary(b, "stablehlo.negate", im), x.shape.type);
 }
 
 Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
@@ -464,8 +468,8 @@ Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
   auto mul = op("stablehlo.multiply"), div = op("stablehlo.divide");
   // u + v and u - v with IEEE's zeros (a zero sum is -0 only for -0 + -0), which XLA's folding of
   // a constant 0 operand (x + 0 -> x, 0 - x -> -x) does not keep: reciprocal(-0 + 2i) had -0.
-  auto zero_signed = [&b](const Value& sum, const Value& negative) {
-    Value zero = full(b, sum.shape.type, sum.shape.dims, 0);
+  Value one = full(b, c.shape.type, c.shape.dims, 1), zero = full(b, c.shape.type, c.shape.dims, 0);
+  auto zero_signed = [&b, &zero](const Value& sum, const Value& negative) {
     Value signed_zero = select(b, negative, unary(b, "stablehlo.negate", zero), zero);
     return select(b, compare(b, sum, zero, "EQ"), signed_zero, sum);
   };
@@ -477,7 +481,6 @@ Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
     return zero_signed(binary(b, "stablehlo.subtract", u, v), negative);
   };
   Value abs_c = unary(b, "stablehlo.abs", c), abs_d = unary(b, "stablehlo.abs", d);
-  Value one = full(b, c.shape.type, c.shape.dims, 1), zero = full(b, c.shape.type, c.shape.dims, 0);
   // |c| >= |d| (false where either is NaN): the ratio d / c
   Value rat = div(d, c), scl = div(one, add(c, mul(d, rat)));
   Value re_c = mul(add(p, mul(q, rat)), scl), im_c = mul(sub(q, mul(p, rat)), scl);
@@ -489,8 +492,7 @@ Value divide(FunctionBuilder& b, const Value& x, const Value& y) {
   Value rat_d = div(c, d), scl_d = div(one, add(d, mul(c, rat_d)));
   Value re_d = mul(add(mul(p, rat_d), q), scl_d), im_d = mul(sub(mul(q, rat_d), p), scl_d);
   Value by_c = compare(b, abs_c, abs_d, "GE");
-  return b.op("stablehlo.complex", {select(b, by_c, re_c, re_d), select(b, by_c, im_c, im_d)},
-              x.shape);
+  return make_complex(b, select(b, by_c, re_c, re_d), select(b, by_c, im_c, im_d), x.shape.type);
 }
 
 }  // namespace torchtpu::lowering

@@ -122,6 +122,9 @@ const char* scalar_type_name(ElementType type);
 // The real and imaginary parts of a complex `x`, in its part type.
 std::pair<Value, Value> real_and_imag(FunctionBuilder& b, const Value& x);
 
+// The complex value of `type` with parts `re` and `im` (of its part type and one shape).
+Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type);
+
 // The complex conjugate of `x`; a real value is its own.
 Value conjugate(FunctionBuilder& b, const Value& x);
 

@@ -271,10 +271,6 @@ Value silu(FunctionBuilder& b, const Value& x) {
   return binary(b, "stablehlo.multiply", x, sigmoid(b, x));
 }
 
-Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, ElementType type) {
-  return b.op("stablehlo.complex", {re, im}, Shape{type, re.shape.dims});
-}
-
 // PyTorch's sign of a float is (0 < x) - (x < 0): 0 for NaN, and +0 for -0.
 Value sign(FunctionBuilder& b, const Value& x) {
   if (x.shape.type == ElementType::kPred) return x;
@@ -405,9 +401,9 @@ Value row_part(FunctionBuilder& b, const Value& x, const Value& y, Part part) {
 Value with_special_rows(FunctionBuilder& b, const Value& z, const Value& r,
                         const std::vector<SpecialRow>& rows) {
   auto [x, y] = real_and_imag(b, z);
-  Value nan = full_like(b, x, kNan);
-  Value re = select(b, b_or(b, is_nan(b, x), is_nan(b, y)), nan, real_and_imag(b, r).first);
-  Value im = select(b, b_or(b, is_nan(b, x), is_nan(b, y)), nan, real_and_imag(b, r).second);
+  auto [r_re, r_im] = real_and_imag(b, r);
+  Value nan = full_like(b, x, kNan), any_nan = b_or(b, is_nan(b, x), is_nan(b, y));
+  Value re = select(b, any_nan, nan, r_re), im = select(b, any_nan, nan, r_im);
   for (const SpecialRow& row : rows) {
     Value here = b_and(b, in_class(b, x, row.re), in_class(b, y, row.im));
     re = select(b, here, row_part(b, x, y, row.result_re), re);

@@ -68,7 +68,7 @@ Value pairs_to(FunctionBuilder& b, const Value& x, ElementType t, const Dims& di
   start.back() = 1;
   limit.back() = 2;
   Value im = reshape(b, slice(b, x, start, limit), dims);
-  return b.op("stablehlo.complex", {re, im}, Shape{t, dims});
+  return make_complex(b, re, im, t);
 }
 
 // uniform_(state, from, to): attrs type, shape. A complex tensor gets both parts in [from, to).

@@ -89,7 +89,7 @@ Values logcumsumexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
   bool complex = hlo::is_complex(c);
   Value start = extreme(b, real_part(c), false);  // -inf (+ 0i)
   if (complex) {
-    start = b.op("stablehlo.complex", {start, constant(b, real_part(c), 0)}, Shape{c, {}});
+    start = make_complex(b, start, constant(b, real_part(c), 0), c);
   }
   auto r = scan(b, {x}, {start}, scan_axis(a, x),
                 [complex](FunctionBuilder& f, const std::vector<Value>& p,
@@ -102,9 +102,8 @@ Values logcumsumexp(FunctionBuilder& b, const Values& v, const Attrs& a) {
     // reduces in no fixed order, and a pair of them gives one of the two).
     auto [re, im] = real_and_imag(b, r[0]);
     Value minus_inf = compare(b, re, full(b, re.shape.type, re.shape.dims, -INFINITY), "EQ");
-    r[0] = b.op("stablehlo.complex",
-                {re, select(b, minus_inf, full(b, im.shape.type, im.shape.dims, 0), im)},
-                r[0].shape);
+    r[0] = make_complex(b, re, select(b, minus_inf, full(b, im.shape.type, im.shape.dims, 0), im),
+                        c);
   }
   return {convert(b, r[0], t)};
 }

@@ -40,7 +40,7 @@ Value retype_flat(FunctionBuilder& b, Value flat, ElementType type) {
     Value pairs = reshape(b, slice(b, parts, {0}, {2 * m}), {m, 2});
     Value re = reshape(b, slice(b, pairs, {0, 0}, {m, 1}), {m});
     Value im = reshape(b, slice(b, pairs, {0, 1}, {m, 2}), {m});
-    return b.op("stablehlo.complex", {re, im}, Shape{type, {m}});
+    return make_complex(b, re, im, type);
   }
   size_t wf = hlo::byte_width(from), wt = hlo::byte_width(type);
   if (wf == wt) return b.op("stablehlo.bitcast_convert", {flat}, Shape{type, {n}});
