@@ -29,7 +29,7 @@ import torchtpu
 
 DTYPE = torch.float32
 INPLACE_SAMPLES = 4
-NONCONTIGUOUS_SAMPLES = 2  # the first with gradients, where the op has them
+NONCONTIGUOUS_SAMPLES = 1  # with gradients, where the op has them
 
 pytestmark = pytest.mark.filterwarnings("ignore:torchtpu:UserWarning")
 
@@ -123,7 +123,7 @@ def test_inplace_variant(op):
 @pytest.mark.parametrize("op", list(_ops()))
 def test_noncontiguous_samples(op):
     """Its first samples made non-contiguous; where the op has gradients, the first of them with
-    gradients only (that run checks its forward too)."""
+    gradients (that run checks its forward too)."""
     samples = op.sample_inputs("cpu", DTYPE, requires_grad=False)
     runs = [(op, s, False, True) for s in itertools.islice(samples, NONCONTIGUOUS_SAMPLES)]
     if op.supports_autograd:
