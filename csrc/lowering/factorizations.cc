@@ -107,21 +107,7 @@ std::vector<Value> lu_column(FunctionBuilder& b, const std::vector<Value>& s, bo
   Value jb = broadcast_in_dim(b, j, batch, {});
   Value p = jb;
   if (pivot) {
-    Value entry = pick(b, a, r - 1, j), mag;
-    if (hlo::is_complex(t)) {
-      auto [re, im] = real_and_imag(b, entry);
-      mag = binary(b, "stablehlo.add", unary(b, "stablehlo.abs", re),
-                   unary(b, "stablehlo.abs", im));
-    } else {
-      mag = unary(b, "stablehlo.abs", entry);
-    }
-    Value candidate = select(b, compare(b, rows, jr, "GE"), mag,
-                             full(b, mag.shape.type, rows_dims, -1));
-    Value best = leading_to(b, reduce_extreme(b, candidate, {r - 2}, true), rows_dims);
-    Value at_best = compare(b, candidate, best, "EQ");
-    p = reduce(b, select(b, at_best, rows, s64(b, rows_dims, m)), {r - 2},
-               constant(b, ElementType::kS64, m), "stablehlo.minimum");
-    p = select(b, compare(b, p, s64(b, batch, m), "EQ"), jb, p);  // a NaN column: no swap
+    p = first_largest(b, pick(b, a, r - 1, j), compare(b, rows, jr, "GE")).second;
   }
   Value on_j = leading_to(b, compare(b, rows, jr, "EQ"), dims);
   Value on_p = leading_to(b, compare(b, rows, leading_to(b, p, rows_dims), "EQ"), dims);

@@ -4,6 +4,9 @@
 // makes the same pivot choices, rounded another way). Each step takes a 1x1 or a 2x2 pivot, so
 // each matrix of a batch keeps its own column index: the loop runs until every matrix is done.
 // The upper triangle is never read; the factor comes out with zeros there, as PyTorch's.
+// Complex matrices: symmetric ones as zsytf2 / zsytrs (the same steps in complex arithmetic,
+// magnitudes |re| + |im|), Hermitian ones (hermitian=True) as zhetf2 / zhetrs: LDL^H, a real
+// diagonal (its imaginary parts ignored), conjugates where the transpose is an adjoint.
 #include <cmath>
 
 #include "lowering/matrix.h"
@@ -23,9 +26,7 @@ Value sub(FunctionBuilder& b, const Value& x, const Value& y) {
 Value mul(FunctionBuilder& b, const Value& x, const Value& y) {
   return binary(b, "stablehlo.multiply", x, y);
 }
-Value div(FunctionBuilder& b, const Value& x, const Value& y) {
-  return binary(b, "stablehlo.divide", x, y);
-}
+Value div(FunctionBuilder& b, const Value& x, const Value& y) { return divide(b, x, y); }
 Value plus(FunctionBuilder& b, const Value& x, int64_t c) {
   return add(b, x, full(b, x.shape.type, x.shape.dims, static_cast<double>(c)));
 }
@@ -58,20 +59,6 @@ Value entry(FunctionBuilder& b, const Value& v, const Value& i) {
   return masked_sum(b, v, at_index(b, v.shape.dims, axis, i), axis);
 }
 
-// The largest |v| where `mask` holds (0 where none does) and its first position (LAPACK's
-// idamax).
-std::pair<Value, Value> first_largest(FunctionBuilder& b, const Value& v, const Value& mask) {
-  const Dims& dims = v.shape.dims;
-  int64_t axis = v.shape.rank() - 1, n = dims.back();
-  ElementType t = v.shape.type;
-  Value mag = select(b, mask, unary(b, "stablehlo.abs", v), full(b, t, dims, -1));
-  Value largest = reduce_extreme(b, mag, {axis}, true);
-  Value at = compare(b, mag, leading_to(b, largest, dims), "EQ");
-  Value where = reduce(b, select(b, at, iota(b, kS64, dims, axis), full(b, kS64, dims, n)),
-                       {axis}, constant(b, kS64, n), "stablehlo.minimum");
-  return {maximum(b, largest, full(b, t, largest.shape.dims, 0)), where};
-}
-
 // Rows `i` and `j` of each matrix of `x` ([..., n, c]) swapped.
 Value swap_rows(FunctionBuilder& b, const Value& x, const Value& i, const Value& j) {
   int64_t r = x.shape.rank();
@@ -98,8 +85,45 @@ Value spread(FunctionBuilder& b, const Value& v, const Dims& dims, bool over_row
   return broadcast_in_dim(b, v, dims, at);
 }
 
-// One sytf2 step at each matrix's own column k: loop values (k, a, pivots, info).
-std::vector<Value> ldl_step(FunctionBuilder& b, const std::vector<Value>& s) {
+// MAX(x, y) as the CPU's LAPACK computes it: x where x > y, else y (a NaN x gives y, a NaN y
+// itself), which the pivot choices show where a column holds a NaN.
+Value lapack_max(FunctionBuilder& b, const Value& x, const Value& y) {
+  return select(b, compare(b, x, y, "GT"), x, y);
+}
+
+// Whether the factorization is zhetf2's: complex and Hermitian (a real one is both).
+bool conjugating(const Value& x, bool hermitian) {
+  return hermitian && hlo::is_complex(x.shape.type);
+}
+
+// A diagonal element's magnitude for pivoting: |re| of a Hermitian matrix's, abs1 otherwise.
+Value diagonal_magnitude(FunctionBuilder& b, const Value& x, bool hermitian) {
+  return conjugating(x, hermitian) ? unary(b, "stablehlo.abs", real_and_imag(b, x).first)
+                                   : abs1(b, x);
+}
+
+// `x` conjugated for a Hermitian factorization, as it is otherwise.
+Value conj_if(FunctionBuilder& b, const Value& x, bool hermitian) {
+  return conjugating(x, hermitian) ? conjugate(b, x) : x;
+}
+
+// A Hermitian matrix's diagonal made real (zhetf2 keeps it so); others as they are.
+Value real_diagonal(FunctionBuilder& b, const Value& a, bool hermitian) {
+  if (!conjugating(a, hermitian)) return a;
+  int64_t r = a.shape.rank();
+  Value on = compare(b, iota(b, kS64, a.shape.dims, r - 2), iota(b, kS64, a.shape.dims, r - 1),
+                     "EQ");
+  Value re = convert(b, real_and_imag(b, a).first, a.shape.type);
+  return select(b, on, re, a);
+}
+
+// A real value per matrix ([...]) as `like`'s complex type, broadcast to `dims`.
+Value real_as(FunctionBuilder& b, const Value& x, const Value& like, const Dims& dims) {
+  return leading_to(b, convert(b, x, like.shape.type), dims);
+}
+
+// One sytf2 (zhetf2) step at each matrix's own column k: loop values (k, a, pivots, info).
+std::vector<Value> ldl_step(FunctionBuilder& b, const std::vector<Value>& s, bool hermitian) {
   const Value &k = s[0], &pivots = s[2], &info = s[3];
   Value a = s[1];
   const Dims& dims = a.shape.dims;
@@ -109,19 +133,20 @@ std::vector<Value> ldl_step(FunctionBuilder& b, const std::vector<Value>& s) {
   const double alpha = (1 + std::sqrt(17.0)) / 8;
   Value active = compare(b, k, full(b, kS64, batch, static_cast<double>(n)), "LT");
   Value ck = column(b, a, k);
-  Value absakk = unary(b, "stablehlo.abs", entry(b, ck, k));
-  auto [colmax, imax] = first_largest(b, ck, at_index(b, vec, r - 2, k, "GT"));
-  Value zero = b_or(b, compare(b, maximum(b, absakk, colmax), like(absakk, 0), "EQ"),
-                    is_nan(b, absakk));
+  Value absakk = diagonal_magnitude(b, entry(b, ck, k), hermitian);
+  auto [colmax, imax] = first_largest(b, ck, at_index(b, vec, r - 2, k, "GT"), true);
+  // A zero column stops here (info). Where the diagonal element is NaN, the reference sytf2
+  // stops too, but the CPU's LAPACK goes on choosing a pivot: as the CPU.
+  Value zero = compare(b, lapack_max(b, absakk, colmax), like(absakk, 0), "EQ");
   // rowmax: the largest off-diagonal |element| of row and column imax.
   Value ci = column(b, a, imax), ri = row(b, a, imax);
   Value in_row = b_and(b, at_index(b, vec, r - 2, k, "GE"), at_index(b, vec, r - 2, imax, "LT"));
-  Value rowmax = maximum(b, first_largest(b, ri, in_row).first,
-                         first_largest(b, ci, at_index(b, vec, r - 2, imax, "GT")).first);
+  Value rowmax = lapack_max(b, first_largest(b, ri, in_row, true).first,
+                            first_largest(b, ci, at_index(b, vec, r - 2, imax, "GT"), true).first);
   Value scaled = mul(b, like(colmax, alpha), colmax);
   Value c1 = compare(b, absakk, scaled, "GE");
   Value c2 = compare(b, absakk, mul(b, scaled, div(b, colmax, rowmax)), "GE");
-  Value c3 = compare(b, unary(b, "stablehlo.abs", entry(b, ci, imax)),
+  Value c3 = compare(b, diagonal_magnitude(b, entry(b, ci, imax), hermitian),
                      mul(b, like(rowmax, alpha), rowmax), "GE");
   Value at_k = b_or(b, zero, b_or(b, c1, c2));
   Value kp = select(b, at_k, k, imax);
@@ -131,7 +156,7 @@ std::vector<Value> ldl_step(FunctionBuilder& b, const std::vector<Value>& s) {
   // The interchange of kk and kp in the trailing block, as a symmetric permutation of it.
   Value rows = iota(b, kS64, dims, r - 2), cols = iota(b, kS64, dims, r - 1);
   Value lower = compare(b, rows, cols, "GE");
-  Value symmetric = select(b, lower, a, matrix_transpose(b, a));
+  Value symmetric = select(b, lower, a, conj_if(b, matrix_transpose(b, a), hermitian));
   Value swapped = swap_columns(b, swap_rows(b, symmetric, kk, kp), kk, kp);
   Value block = b_and(b, at_index(b, dims, r - 2, k, "GE"), at_index(b, dims, r - 1, k, "GE"));
   Value swap = b_and(b, active, compare(b, zero, like(zero, 0), "EQ"));
@@ -141,23 +166,41 @@ std::vector<Value> ldl_step(FunctionBuilder& b, const std::vector<Value>& s) {
   Value k1 = plus(b, k, 1);
   Value ck1 = column(b, a, k1);
   Value akk = entry(b, ck, k);
-  // 1x1: A(i,j) += x_i * (-d11 x_j), then x *= d11 (sytf2's syr and scal).
-  Value d11 = div(b, like(akk, 1), akk);
-  Value xi = spread(b, ck, dims, true), xj = spread(b, ck, dims, false);
+  // 1x1: A(i,j) += x_i * (-d11 conj(x_j)), then x *= d11 (sytf2's syr and scal; zhetf2's her
+  // with d11 = 1 / re(akk)).
+  bool herm = conjugating(a, hermitian);
+  Value d11 = herm ? convert(b, div(b, like(absakk, 1), real_and_imag(b, akk).first),
+                             akk.shape.type)
+                   : div(b, like(akk, 1), akk);
+  Value xi = spread(b, ck, dims, true), xj = spread(b, conj_if(b, ck, hermitian), dims, false);
   Value neg = leading_to(b, unary(b, "stablehlo.negate", d11), dims);
   Value one_update = add(b, a, mul(b, xi, mul(b, neg, xj)));
   Value one_column = mul(b, xi, leading_to(b, d11, dims));
-  // 2x2: A(i,j) -= A(i,k) wk_j + A(i,k+1) wkp1_j, then the columns k, k+1 become wk, wkp1.
-  Value e21 = entry(b, ck, k1);
-  Value e11 = div(b, entry(b, ck1, k1), e21), e22 = div(b, akk, e21);
-  Value tt = div(b, like(e11, 1), sub(b, mul(b, e11, e22), like(e11, 1)));
-  Value f21 = div(b, tt, e21);
-  Value v21 = leading_to(b, f21, vec), v11 = leading_to(b, e11, vec), v22 = leading_to(b, e22, vec);
-  Value wk = mul(b, v21, sub(b, mul(b, v11, ck), ck1));
-  Value wkp1 = mul(b, v21, sub(b, mul(b, v22, ck1), ck));
+  // 2x2: A(i,j) -= A(i,k) conj(wk_j) + A(i,k+1) conj(wkp1_j), then the columns k, k+1 become wk,
+  // wkp1 (zhetf2 scales by |A(k+1,k)|, sytf2 divides by A(k+1,k)).
+  Value e21 = entry(b, ck, k1), wk, wkp1;
+  if (herm) {
+    Value d = modulus(b, e21);
+    Value e11 = div(b, real_and_imag(b, entry(b, ck1, k1)).first, d);
+    Value e22 = div(b, real_and_imag(b, akk).first, d);
+    Value tt = div(b, like(e11, 1), sub(b, mul(b, e11, e22), like(e11, 1)));
+    Value d21 = leading_to(b, div(b, e21, convert(b, d, e21.shape.type)), vec);
+    Value scale = real_as(b, div(b, tt, d), ck, vec);
+    wk = mul(b, scale, sub(b, mul(b, real_as(b, e11, ck, vec), ck), mul(b, d21, ck1)));
+    wkp1 = mul(b, scale, sub(b, mul(b, real_as(b, e22, ck, vec), ck1),
+                             mul(b, conjugate(b, d21), ck)));
+  } else {
+    Value e11 = div(b, entry(b, ck1, k1), e21), e22 = div(b, akk, e21);
+    Value tt = div(b, like(e11, 1), sub(b, mul(b, e11, e22), like(e11, 1)));
+    Value v21 = leading_to(b, div(b, tt, e21), vec);
+    Value v11 = leading_to(b, e11, vec), v22 = leading_to(b, e22, vec);
+    wk = mul(b, v21, sub(b, mul(b, v11, ck), ck1));
+    wkp1 = mul(b, v21, sub(b, mul(b, v22, ck1), ck));
+  }
   Value xi1 = spread(b, ck1, dims, true);
-  Value two_update = sub(b, sub(b, a, mul(b, xi, spread(b, wk, dims, false))),
-                         mul(b, xi1, spread(b, wkp1, dims, false)));
+  Value two_update =
+      sub(b, sub(b, a, mul(b, xi, spread(b, conj_if(b, wk, hermitian), dims, false))),
+          mul(b, xi1, spread(b, conj_if(b, wkp1, hermitian), dims, false)));
   Value proceed = leading_to(b, swap, dims);
   Value one = b_and(b, proceed, leading_to(b, compare(b, two, like(two, 0), "EQ"), dims));
   Value pair = b_and(b, proceed, leading_to(b, two, dims));
@@ -185,7 +228,7 @@ std::vector<Value> ldl_step(FunctionBuilder& b, const std::vector<Value>& s) {
                       compare(b, info, full(b, ElementType::kS32, batch, 0), "EQ"));
   Value next_info = select(b, first, convert(b, plus(b, k, 1), ElementType::kS32), info);
   Value next_k = select(b, active, select(b, two, plus(b, k, 2), plus(b, k, 1)), k);
-  return {next_k, updated, piv, next_info};
+  return {next_k, real_diagonal(b, updated, hermitian), piv, next_info};
 }
 
 // Whether any matrix's index still satisfies `direction` against `bound`.
@@ -197,9 +240,9 @@ Value any_left(FunctionBuilder& b, const Value& k, int64_t bound, const std::str
 }
 
 // linalg_ldl_factor_ex(A, hermitian, check_errors) -> (LD, pivots, info).
-Values ldl_factor(FunctionBuilder& b, const Values& v, const Attrs&) {
+Values ldl_factor(FunctionBuilder& b, const Values& v, const Attrs& a) {
   const Value& x = v[0];
-  real_only(x);
+  bool hermitian = a.i("hermitian");
   Dims batch = batch_dims(x);
   int64_t n = dim(x, 1);
   Value pivots = full(b, ElementType::kS32, with(batch, {n}), 0);
@@ -208,11 +251,14 @@ Values ldl_factor(FunctionBuilder& b, const Values& v, const Attrs&) {
     if (d == 0) return {x, pivots, info};
   }
   std::vector<Value> out = while_loop(
-      b, {full(b, kS64, batch, 0), triangle(b, x, false), pivots, info},
+      b,
+      {full(b, kS64, batch, 0), real_diagonal(b, triangle(b, x, false), hermitian), pivots, info},
       [n](FunctionBuilder& c, const std::vector<Value>& s) {
         return std::vector<Value>{any_left(c, s[0], n, "LT")};
       },
-      ldl_step);
+      [hermitian](FunctionBuilder& c, const std::vector<Value>& s) {
+        return ldl_step(c, s, hermitian);
+      });
   return {out[1], out[2], out[3]};
 }
 
@@ -221,9 +267,9 @@ Value pivot_at(FunctionBuilder& b, const Value& pivots, const Value& k) {
   return entry(b, convert(b, pivots, kS64), k);
 }
 
-// sytrs's first half, L D Y = B, one pivot per step: loop values (k, y).
+// sytrs's (hetrs's) first half, L D Y = B, one pivot per step: loop values (k, y).
 std::vector<Value> forward_step(FunctionBuilder& b, const Value& ld, const Value& pivots,
-                                const std::vector<Value>& s) {
+                                bool hermitian, const std::vector<Value>& s) {
   const Value& k = s[0];
   Value y = s[1];
   const Dims& dims = y.shape.dims;
@@ -246,9 +292,10 @@ std::vector<Value> forward_step(FunctionBuilder& b, const Value& ld, const Value
   // The diagonal block: 1 / d for a 1x1 pivot, sytrs's 2x2 solve otherwise.
   Value akk = entry(b, ck, k), a21 = entry(b, ck, k1), a22 = entry(b, ck1, k1);
   Value one = mul(b, yk, leading_to(b, div(b, like(akk, 1), akk), dims));
-  Value akm1 = leading_to(b, div(b, akk, a21), dims), ak = leading_to(b, div(b, a22, a21), dims);
+  Value a12 = conj_if(b, a21, hermitian);  // A(k, k+1)
+  Value akm1 = leading_to(b, div(b, akk, a12), dims), ak = leading_to(b, div(b, a22, a21), dims);
   Value denom = sub(b, mul(b, akm1, ak), like(akm1, 1));
-  Value bkm1 = div(b, yk, leading_to(b, a21, dims)), bk = div(b, yk1, leading_to(b, a21, dims));
+  Value bkm1 = div(b, yk, leading_to(b, a12, dims)), bk = div(b, yk1, leading_to(b, a21, dims));
   Value first = div(b, sub(b, mul(b, ak, bkm1), bk), denom);
   Value second = div(b, sub(b, mul(b, akm1, bk), bkm1), denom);
   Value on_k = at_index(b, dims, r - 2, k), on_k1 = at_index(b, dims, r - 2, k1);
@@ -259,9 +306,10 @@ std::vector<Value> forward_step(FunctionBuilder& b, const Value& ld, const Value
   return {select(b, active, select(b, two, plus(b, k, 2), k1), k), updated};
 }
 
-// sytrs's second half, L^T X = Y, from the last pivot back: loop values (k, x).
+// sytrs's second half, L^T X = Y (hetrs's L^H X = Y), from the last pivot back: loop values
+// (k, x).
 std::vector<Value> backward_step(FunctionBuilder& b, const Value& ld, const Value& pivots,
-                                 const std::vector<Value>& s) {
+                                 bool hermitian, const std::vector<Value>& s) {
   const Value& k = s[0];
   Value x = s[1];
   const Dims& dims = x.shape.dims;
@@ -275,7 +323,7 @@ std::vector<Value> backward_step(FunctionBuilder& b, const Value& ld, const Valu
   Value below = at_index(b, dims, r - 2, k, "GT");
   // x_j -= sum_{i > k} L(i, j) x_i for j = k (and k - 1 for a 2x2 pivot).
   auto reduce_below = [&](const Value& j) {
-    Value l = spread(b, column(b, ld, j), dims, true);
+    Value l = spread(b, conj_if(b, column(b, ld, j), hermitian), dims, true);
     Value product = select(b, below, mul(b, l, x), full(b, x.shape.type, dims, 0));
     return spread(b, reduce(b, product, {r - 2}, constant(b, x.shape.type, 0), "stablehlo.add"),
                   dims, false);
@@ -291,8 +339,8 @@ std::vector<Value> backward_step(FunctionBuilder& b, const Value& ld, const Valu
 }
 
 // linalg_ldl_solve(LD, pivots, B, hermitian): A X = B for A = P L D L^T P^T; batch dims broadcast.
-Values ldl_solve(FunctionBuilder& b, const Values& v, const Attrs&) {
-  real_only(v[0]);
+Values ldl_solve(FunctionBuilder& b, const Values& v, const Attrs& a) {
+  bool hermitian = a.i("hermitian");
   Dims batch = broadcast_batch(batch_dims(v[0]), batch_dims(v[2]));
   Value ld = broadcast_leading(b, v[0], batch);
   Value pivots = broadcast_leading(b, v[1], batch, 1);
@@ -307,7 +355,7 @@ Values ldl_solve(FunctionBuilder& b, const Values& v, const Attrs&) {
         return std::vector<Value>{any_left(c, s[0], n, "LT")};
       },
       [&](FunctionBuilder& c, const std::vector<Value>& s) {
-        return forward_step(c, ld, pivots, s);
+        return forward_step(c, ld, pivots, hermitian, s);
       });
   std::vector<Value> x = while_loop(
       b, {full(b, kS64, batch, static_cast<double>(n - 1)), y[1]},
@@ -315,7 +363,7 @@ Values ldl_solve(FunctionBuilder& b, const Values& v, const Attrs&) {
         return std::vector<Value>{any_left(c, s[0], 0, "GE")};
       },
       [&](FunctionBuilder& c, const std::vector<Value>& s) {
-        return backward_step(c, ld, pivots, s);
+        return backward_step(c, ld, pivots, hermitian, s);
       });
   return {x[1]};
 }

@@ -20,10 +20,6 @@ Dims with(Dims dims, std::initializer_list<int64_t> tail) {
   return dims;
 }
 
-void real_only(const Value& x) {
-  if (hlo::is_complex(x.shape.type)) throw Unsupported("complex linear algebra is not lowered");
-}
-
 Dims broadcast_batch(const Dims& x, const Dims& y) {
   size_t n = std::max(x.size(), y.size());
   Dims out(n);
@@ -51,6 +47,37 @@ Value matrix_transpose(FunctionBuilder& b, const Value& x) {
 
 Value matrix_adjoint(FunctionBuilder& b, const Value& x) {
   return conjugate(b, matrix_transpose(b, x));
+}
+
+Value abs1(FunctionBuilder& b, const Value& x) {
+  if (!hlo::is_complex(x.shape.type)) return unary(b, "stablehlo.abs", x);
+  auto [re, im] = real_and_imag(b, x);
+  return binary(b, "stablehlo.add", unary(b, "stablehlo.abs", re), unary(b, "stablehlo.abs", im));
+}
+
+std::pair<Value, Value> first_largest(FunctionBuilder& b, const Value& v, const Value& mask,
+                                      bool first_nan) {
+  const Dims& dims = v.shape.dims;
+  int64_t axis = v.shape.rank() - 1, n = dims.back();
+  ElementType t = real_part(v.shape.type);
+  Value mag = abs1(b, v), none = full(b, t, dims, -1);
+  Value index = iota(b, ElementType::kS64, dims, axis);
+  auto first_where = [&](const Value& at) {
+    return reduce(b, select(b, at, index, full(b, ElementType::kS64, dims, n)), {axis},
+                  constant(b, ElementType::kS64, n), "stablehlo.minimum");
+  };
+  // The largest magnitude that is not NaN, and its first index.
+  Value candidate = select(b, b_and(b, mask, unary(b, "stablehlo.not", is_nan(b, mag))), mag, none);
+  Value largest = reduce_extreme(b, candidate, {axis}, true);
+  Value where = first_where(compare(b, candidate, leading_to(b, largest, dims), "EQ"));
+  // The first masked NaN (first_nan) or the first masked element, where it is NaN.
+  Value first = first_where(first_nan ? b_and(b, mask, is_nan(b, mag)) : mask);
+  Value on_first = compare(b, index, leading_to(b, first, dims), "EQ");
+  Value first_mag = reduce(b, select(b, on_first, mag, full(b, t, dims, 0)), {axis},
+                           constant(b, t, 0), "stablehlo.add");
+  Value nan_first = is_nan(b, first_mag);
+  return {select(b, nan_first, first_mag, maximum(b, largest, full(b, t, largest.shape.dims, 0))),
+          select(b, nan_first, first, where)};
 }
 
 std::string adjoint_kind(const Value& a) {

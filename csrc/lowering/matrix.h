@@ -13,14 +13,20 @@ namespace torchtpu::lowering {
 Dims batch_dims(const Value& x);  // all but the last two dims
 int64_t dim(const Value& x, int64_t from_end);  // dim(x, 1): the last dim's size
 Dims with(Dims dims, std::initializer_list<int64_t> tail);  // dims + tail
-// Complex matrices run on the CPU: throws Unsupported for them.
-void real_only(const Value& x);
 // NumPy broadcasting of two batch shapes.
 Dims broadcast_batch(const Dims& x, const Dims& y);
 // `x` broadcast to `batch` + its own last `keep` dims.
 Value broadcast_leading(FunctionBuilder& b, const Value& x, const Dims& batch, int keep = 2);
 Value matrix_transpose(FunctionBuilder& b, const Value& x);  // swaps the last two dims
 Value matrix_adjoint(FunctionBuilder& b, const Value& x);    // conjugate transpose
+// LAPACK's magnitude for pivoting: |re| + |im| of a complex x (its cabs1), |x| of a real one.
+Value abs1(FunctionBuilder& b, const Value& x);
+// BLAS's i?amax over the last axis of `v` where `mask` holds: (the largest abs1, 0 where nothing
+// is masked; its first index, the axis's size where nothing is). Where a NaN is masked, as the
+// CPU's LAPACK chooses: `first_nan` (its LDL) takes the first NaN; otherwise (its LU, as the
+// reference BLAS) a NaN is taken only as the first masked element, and skipped after it.
+std::pair<Value, Value> first_largest(FunctionBuilder& b, const Value& v, const Value& mask,
+                                      bool first_nan = false);
 // The transpose_a of a triangular solve by A^H: ADJOINT for a complex A, TRANSPOSE for a real one.
 std::string adjoint_kind(const Value& a);
 // x @ y with equal batch dims, computed in x's type.

@@ -335,27 +335,57 @@ def test_lstsq_errors():
         torch.linalg.lstsq(a, torch.ones(4, 2, dtype=torch.float64, device="tpu"))
 
 
-def test_ldl_pivots_as_lapack():
+@pytest.mark.parametrize("dtype, hermitian", [(torch.float64, False), (torch.complex128, False),
+                                              (torch.complex128, True)],
+                         ids=["real", "complex-symmetric", "complex-hermitian"])
+def test_ldl_pivots_as_lapack(dtype, hermitian):
     """Indefinite matrices, so 2x2 pivots and interchanges (OpInfo's are positive-definite), a
     batch whose matrices step through different pivot sizes, and zero columns (info): factors and
-    solutions close to LAPACK's, pivots and info equal."""
+    solutions close to LAPACK's, pivots and info equal. Complex ones symmetric (LDL^T, LAPACK's
+    zsytrf) and Hermitian (LDL^H, zhetrf: their diagonal's imaginary parts ignored)."""
     torch.manual_seed(0)
-    a = torch.randn(4, 6, 6, dtype=torch.float64)
-    a = a + a.mT
+    a = torch.randn(4, 6, 6, dtype=dtype)
+    a = a + (a.mH if hermitian else a.mT)
     a[1] = 0
     a[1, 0, 1] = a[1, 1, 0] = 1.0  # a 2x2 pivot, then zero columns
     a[2, :, 0] = a[2, 0, :] = 0  # a zero first column: info 1
-    ld, pivots, info = torch.linalg.ldl_factor_ex(a.to("tpu"))
-    expected = torch.linalg.ldl_factor_ex(a)
+    if hermitian:
+        a.diagonal(dim1=-2, dim2=-1).imag.uniform_()  # not read
+    ld, pivots, info = torch.linalg.ldl_factor_ex(a.to("tpu"), hermitian=hermitian)
+    expected = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
     assert (pivots.cpu() < 0).any()
     assert (expected.pivots != torch.arange(1, 7, dtype=torch.int32)).any()
     assert torch.equal(pivots.cpu(), expected.pivots) and torch.equal(info.cpu(), expected.info)
     assert _rel(ld, expected.LD) < 1e-12
-    b = torch.randn(6, 2, dtype=torch.float64)
+    b = torch.randn(6, 2, dtype=dtype)
     solvable = [0, 3]
-    x = torch.linalg.ldl_solve(ld[solvable], pivots[solvable], b.to("tpu"))
-    cpu = torch.linalg.ldl_solve(expected.LD[solvable], expected.pivots[solvable], b)
+    x = torch.linalg.ldl_solve(ld[solvable], pivots[solvable], b.to("tpu"), hermitian=hermitian)
+    cpu = torch.linalg.ldl_solve(expected.LD[solvable], expected.pivots[solvable], b,
+                                 hermitian=hermitian)
     assert _rel(x, cpu) < 1e-12
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("column", [[1, NAN, 3, 2], [NAN, 1, 3, 2], [1, 2, NAN, 5], [0, NAN, 0, 0],
+                                    [0.01, 4, NAN, 3]], ids=str)
+def test_pivots_of_a_column_with_a_nan_as_lapack(column):
+    """A NaN in the first column: the pivot LAPACK chooses, always a row of the matrix (before,
+    the pivot was one past the last row, so LU took none and LDL reported n + 1). The CPU's LU
+    takes a NaN only as the column's first element and else the largest number after it (the
+    reference BLAS's idamax); its LDL takes the first NaN below the diagonal (MAX(x, NaN) is NaN,
+    MAX(NaN, x) x) and pivots past a NaN on the diagonal. After the first step the matrix holds
+    NaNs, and only its first pivot is compared."""
+    a = torch.eye(4, dtype=torch.float64) * 0.5
+    a[:, 0] = torch.tensor(column, dtype=torch.float64)
+    assert torch.equal(torch.linalg.lu_factor_ex(a.to("tpu")).pivots.cpu()[0],
+                       torch.linalg.lu_factor_ex(a).pivots[0])
+    a[0, 1:] = a[1:, 0]
+    a[0, 0] = column[0] or 0.01
+    got = torch.linalg.ldl_factor_ex(a.to("tpu")).pivots.cpu()
+    assert ((got.abs() >= 1) & (got.abs() <= 4)).all(), got
+    assert got[0] == torch.linalg.ldl_factor_ex(a).pivots[0]
 
 
 def test_noncontiguous_inputs():

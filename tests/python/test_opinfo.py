@@ -6,9 +6,9 @@ test runs the OpInfo's first samples on the CPU and on "tpu" (every tensor of th
 with .to("tpu")) and compares outputs and inputs afterwards with torch.testing.assert_close at the
 dtype's default tolerances; an error on the CPU must be an error on "tpu" too. For float32 and
 float64 ops that support autograd it also compares the gradients of sum(floating outputs) with
-respect to every input that requires grad (in float64, of the first sample). The ATen ops that fell back to the CPU are collected
-by the last test, test_zz_totals, which prints them and fails for any op not in
-ALLOWED_FALLBACKS.
+respect to every input that requires grad (in float64, of the first sample). The ATen ops that
+fell back to the CPU are collected by the last test, test_zz_totals, which prints them and fails
+for any op not in ALLOWED_FALLBACKS.
 
 Environment (the defaults fit the CI budget):
 
@@ -138,12 +138,10 @@ ALLOWED_FALLBACKS = {
     "aten::linalg_eig": "as _linalg_eigvals", "aten::linalg_eig.out": "as _linalg_eigvals",
     "aten::linalg_eigvals.out": "as _linalg_eigvals",
 }
-# On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): LDL takes real
-# matrices (the other linear algebra takes complex ones), and these others run on the CPU for
-# complex values.
-COMPLEX_LINALG = "complex matrices: the LDL lowering takes real ones"
-ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": COMPLEX_LINALG for op in [
-    "_linalg_eigvals", "linalg_eig", "linalg_ldl_factor_ex", "linalg_ldl_solve"]})
+# On complex inputs (test ids "...-complex64"; listed as "aten::op (complex)"): general
+# eigenvalues as for real ones, and these others run on the CPU for complex values.
+ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": "as _linalg_eigvals" for op in [
+    "_linalg_eigvals", "linalg_eig"]})
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": why for op, why in [
     ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE),
     ("logspace.out", "complex exponents are not lowered")]})
