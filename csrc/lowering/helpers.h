@@ -128,6 +128,9 @@ Value make_complex(FunctionBuilder& b, const Value& re, const Value& im, Element
 // The complex conjugate of `x`; a real value is its own.
 Value conjugate(FunctionBuilder& b, const Value& x);
 
+// x ** y as pow.Tensor_Tensor computes it (of complex values the CPU's cpow, math.cc).
+Value tensor_power(FunctionBuilder& b, const Value& x, const Value& y);
+
 // log(exp(x) + exp(y)) of complex x and y, as the CPU computes it: log1p(exp(lo - hi)) + hi, hi
 // the operand with the larger real part; NaN in a part of either operand gives NaN in both parts,
 // equal infinite real parts give lo (-inf) or log(exp(lo) + exp(hi)) (+inf).

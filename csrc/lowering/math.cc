@@ -860,6 +860,8 @@ LoweringRule bitwise(const std::string& name, LoweringRule rule) {
 
 }  // namespace
 
+Value tensor_power(FunctionBuilder& b, const Value& x, const Value& y) { return power(b, x, y); }
+
 Value complex_log_add_exp(FunctionBuilder& b, const Value& x, const Value& y) {
   auto has_nan = [&](const Value& z) {
     auto [re, im] = real_and_imag(b, z);

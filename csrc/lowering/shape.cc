@@ -150,12 +150,49 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, r, t)};
 }
 
+// Complex logspace as PyTorch's kernel: the exponents in the output type, from each end (step
+// (end - start) / (steps - 1)), and base ** exponent as its complex pow. A single step is
+// base ** start in complex128, through the polar form where base > 0.
+Value complex_logspace(FunctionBuilder& b, const Values& v, ElementType t, const Dims& shape) {
+  int64_t steps = shape[0];
+  if (steps == 1) {
+    constexpr ElementType c128 = ElementType::kC128, f64 = ElementType::kF64;
+    Value base = convert(b, v[2], f64), start = convert(b, v[0], c128);
+    auto [re, im] = real_and_imag(b, start);
+    Value magnitude = binary(b, "stablehlo.power", base, re);
+    Value angle = binary(b, "stablehlo.multiply", im, unary(b, "stablehlo.log", base));
+    Value polar = make_complex(b,
+                               binary(b, "stablehlo.multiply", magnitude,
+                                      unary(b, "stablehlo.cosine", angle)),
+                               binary(b, "stablehlo.multiply", magnitude,
+                                      unary(b, "stablehlo.sine", angle)),
+                               c128);
+    Value positive = compare(b, base, constant(b, f64, 0), "GT");
+    Value r = select(b, positive, polar, tensor_power(b, convert(b, base, c128), start));
+    return convert(b, broadcast_to(b, r, shape), t);
+  }
+  Value start = splat(b, v[0], t, shape), end = splat(b, v[1], t, shape);
+  Value step = divide(b, binary(b, "stablehlo.subtract", end, start),
+                      full(b, t, shape, static_cast<double>(steps - 1)));
+  Value index = iota(b, ElementType::kS64, shape, 0);
+  Value i = convert(b, index, t);
+  Value back = binary(b, "stablehlo.subtract", full(b, t, shape, static_cast<double>(steps - 1)), i);
+  Value exponent =
+      select(b, compare(b, index, full(b, ElementType::kS64, shape, steps / 2), "LT"),
+             binary(b, "stablehlo.add", start, binary(b, "stablehlo.multiply", step, i)),
+             binary(b, "stablehlo.subtract", end, binary(b, "stablehlo.multiply", step, back)));
+  return tensor_power(b, splat(b, v[2], t, shape), exponent);
+}
+
 // logspace(start, end, steps, base): base to the power of linspace's exponents, in float64 from
 // start and end in the output type, as PyTorch's kernel.
 Values logspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   ElementType t = out_type(a);
-  if (hlo::is_complex(t)) throw Unsupported("torchtpu: complex logspace is not lowered");
   Dims shape = out_shape(a);
+  if (hlo::is_complex(t)) {
+    if (shape.empty() || shape[0] == 0) return {full(b, t, shape, 0)};
+    return {complex_logspace(b, v, t, shape)};
+  }
   Values ends{convert(b, convert(b, v[0], t), ElementType::kF64),
               convert(b, convert(b, v[1], t), ElementType::kF64)};
   Value exponent =

@@ -316,6 +316,24 @@ def test_complex_powers_of_complex_tensors_are_exp_of_y_log_x():
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("start, end, steps, base", [
+    (0, 2, 5, 10.0), (1 + 2j, -3 + 0.5j, 7, 2.0), (-2 + 1j, 2 - 1j, 2, 0.5), (1, 5, 6, -3.0),
+    (1 + 1j, 3, 4, 0.0), (0j, 1j, 3, 1.0), (0.5j, 3j, 1, 10.0), (1 - 1j, 2, 1, -2.0),
+    (0, 1, 0, 10.0)], ids=str)
+def test_complex_logspace_as_the_cpu(start, end, steps, base, dtype):
+    """Complex logspace runs on the device (it ran on the CPU), as PyTorch's kernel computes it:
+    the exponents from each end in the output type, base ** exponent as its complex pow, and a
+    single step base ** start in complex128 (a polar form for a positive base); a negative or
+    zero base included. Into out= too."""
+    def spaced(d):
+        out = torch.empty(0, dtype=dtype, device=d)
+        torch.logspace(start, end, steps, base, out=out)
+        return (torch.view_as_real(torch.logspace(start, end, steps, base, dtype=dtype, device=d)),
+                torch.view_as_real(out))
+    assert_same_as_cpu(spaced)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_division_scales_as_the_cpu_does(dtype):
     """Smith's division, as the CPU's: XLA's gave 0 for 0 / (inf + inf i), which is NaN, and
     inf + NaN i for -1 / (-0 + 0i), which is -inf + NaN i."""

@@ -143,8 +143,7 @@ ALLOWED_FALLBACKS = {
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": "as _linalg_eigvals" for op in [
     "_linalg_eigvals", "linalg_eig"]})
 ALLOWED_FALLBACKS.update({f"aten::{op} (complex)": why for op, why in [
-    ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE),
-    ("logspace.out", "complex exponents are not lowered")]})
+    ("_to_sparse", NO_SPARSE), ("_to_sparse.sparse_dim", NO_SPARSE)]})
 
 # Known bugs that kill the interpreter: xfailed without running them. (None at present.)
 CRASHES: dict = {}
