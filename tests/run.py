@@ -7,8 +7,9 @@ on a 2-core CI machine two jobs side by side halve the wall time. The jobs:
 - the OpInfo suite again in DeferAndFuse and in Debug, float32 only, each mode taking half of
   OpInfo's ops (so every op runs in Strict and in one of the two; the whole of both took 25 min of
   the suite's 2-core time);
-- the other op suites (OP_SUITES) in Strict and in Debug (Debug runs Strict's per-op programs,
-  with a wait and checks after each op), and the runtime's suites (RUNTIME_SUITES) in Strict;
+- the other op suites (OP_SUITES) in Strict, and the quick ones (DEBUG_OP_SUITES) in Debug (Debug
+  runs Strict's per-op programs, with a wait and checks after each op), and the runtime's suites
+  (RUNTIME_SUITES) in Strict;
   their tests that run in each eager mode themselves (the each_eager_mode fixture) are skipped
   there (TORCHTPU_TESTS_OF_ONE_MODE), as the job below runs them;
 - every test file but OpInfo in the environment's eager mode (DeferAndFuse, the default, unless
@@ -39,6 +40,9 @@ TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python")
 # Op suites besides OpInfo, quick: they run in every eager mode.
 OP_SUITES = ["test_tensors.py", "test_elementwise.py", "test_nn.py", "test_ops.py",
              "test_random.py", "test_optim.py"]
+# Debug runs Strict's programs with a wait and checks after each op: the quick op suites in it (the
+# nn modules' and optimizers' suites, the longest, run in Strict and DeferAndFuse).
+DEBUG_OP_SUITES = [f for f in OP_SUITES if f not in ("test_nn.py", "test_optim.py")]
 # The runtime's behaviour (streams, device-side asserts, errors, pinned memory, processes) again
 # in Strict, where the op, not a sync point, runs the work.
 RUNTIME_SUITES = ["test_streams.py", "test_device_asserts.py", "test_errors.py",
@@ -63,7 +67,7 @@ def jobs():
         result.append((f"{mode} {'op suites' if mode == 'debug' else 'opinfo'}",
                        {"TORCHTPU_EAGER_MODE": mode, "TORCHTPU_OPINFO_DTYPES": "float32",
                         "TORCHTPU_OPINFO_SHARD": f"{half}/2", **one_mode},
-                       ["test_opinfo.py"] + (OP_SUITES if mode == "debug" else [])))
+                       ["test_opinfo.py"] + (DEBUG_OP_SUITES if mode == "debug" else [])))
     result.append(("strict op and runtime suites", {"TORCHTPU_EAGER_MODE": "strict", **one_mode},
                    OP_SUITES + RUNTIME_SUITES))
     files = sorted(f for f in os.listdir(TESTS)

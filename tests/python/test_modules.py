@@ -25,7 +25,7 @@ from test_opinfo import _load_op_db
 _load_op_db()  # installs the expecttest stand-in that torch.testing._internal imports
 from torch.testing._internal.common_modules import module_db  # noqa: E402
 
-SAMPLES = 4
+SAMPLES = 2
 
 
 def _to(device):

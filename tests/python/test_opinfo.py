@@ -15,7 +15,8 @@ Environment (the defaults fit the CI budget):
     TORCHTPU_OPINFO_SHARD="i/n"   run only the ops whose index in the list sorted by (name,
                                   variant) satisfies index % n == i (default "0/1": all of them)
     TORCHTPU_OPINFO_SAMPLES=k     at most k samples per (op, dtype), the first ones the OpInfo
-                                  yields (default 3; float64's gradients take the first only)
+                                  yields (default 3; other dtypes than float32 take 2, float64's
+                                  gradients the first only)
     TORCHTPU_OPINFO_REPORT=path   test_zz_totals also writes its totals there as JSON
     TORCHTPU_OPINFO_DTYPES=a,b    only these dtypes (e.g. "float32"; default: all of DTYPES)
 
@@ -254,8 +255,10 @@ def _known(table, op, test_id):
 
 
 MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
-# float64's gradients on its first sample only: they take float32's code paths in another
-# precision, and all of float64's samples with gradients took as long as float32's whole test.
+# The other dtypes take float32's code paths in another type: at most 2 samples each, and
+# float64's gradients the first only (all of float64's samples with gradients took as long as
+# float32's whole test).
+OTHER_DTYPE_SAMPLES = 2
 GRAD_SAMPLES = {torch.float64: 1}
 RESULTS = {}  # test id -> {"op", "dtype", "status", "passed", "failed", "random", ...}
 
@@ -418,8 +421,8 @@ def _is_random(op, sample):
 
 
 def _samples(op, dtype, requires_grad):
-    return itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad),
-                            MAX_SAMPLES)
+    most = MAX_SAMPLES if dtype == torch.float32 else min(MAX_SAMPLES, OTHER_DTYPE_SAMPLES)
+    return itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), most)
 
 
 def _fallback_counts():
