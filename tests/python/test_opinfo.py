@@ -256,8 +256,8 @@ def _known(table, op, test_id):
 
 MAX_SAMPLES = int(os.environ.get("TORCHTPU_OPINFO_SAMPLES", "3"))
 # The other dtypes take float32's code paths in another type: at most 2 samples each, and
-# float64's gradients the first only (all of float64's samples with gradients took as long as
-# float32's whole test).
+# float64's gradients the first only (with 3 samples and their gradients, float64 took as long as
+# float32: 158 s against 160 in one Strict shard).
 OTHER_DTYPE_SAMPLES = 2
 GRAD_SAMPLES = {torch.float64: 1}
 RESULTS = {}  # test id -> {"op", "dtype", "status", "passed", "failed", "random", ...}
