@@ -135,7 +135,8 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   Value start = convert(b, integral ? convert(b, v[0], t) : v[0], c);
   Value end = convert(b, integral ? convert(b, v[1], t) : v[1], c);
   if (steps <= 1) return {convert(b, broadcast_to(b, start, shape), t)};
-  Value step = binary(b, "stablehlo.divide", binary(b, "stablehlo.subtract", end, start),
+  // (end - start) / (steps - 1); of complex values by Smith's division, as the CPU's kernel
+  Value step = divide(b, binary(b, "stablehlo.subtract", end, start),
                       constant(b, c, static_cast<double>(steps - 1)));
   Value i = convert(b, iota(b, ElementType::kS64, shape, 0), c);
   Value from_start = binary(b, "stablehlo.add", broadcast_to(b, start, shape),
@@ -150,9 +151,9 @@ Values linspace(FunctionBuilder& b, const Values& v, const Attrs& a) {
   return {convert(b, r, t)};
 }
 
-// Complex logspace as PyTorch's kernel: the exponents in the output type, from each end (step
-// (end - start) / (steps - 1)), and base ** exponent as its complex pow. A single step is
-// base ** start in complex128, through the polar form where base > 0.
+// Complex logspace as PyTorch's kernel: linspace's exponents in the output type, and base **
+// exponent as its complex pow. A single step is base ** start in complex128, through the polar
+// form where base > 0.
 Value complex_logspace(FunctionBuilder& b, const Values& v, ElementType t, const Dims& shape) {
   int64_t steps = shape[0];
   if (steps == 1) {
@@ -171,16 +172,7 @@ Value complex_logspace(FunctionBuilder& b, const Values& v, ElementType t, const
     Value r = select(b, positive, polar, tensor_power(b, convert(b, base, c128), start));
     return convert(b, broadcast_to(b, r, shape), t);
   }
-  Value start = splat(b, v[0], t, shape), end = splat(b, v[1], t, shape);
-  Value step = divide(b, binary(b, "stablehlo.subtract", end, start),
-                      full(b, t, shape, static_cast<double>(steps - 1)));
-  Value index = iota(b, ElementType::kS64, shape, 0);
-  Value i = convert(b, index, t);
-  Value back = binary(b, "stablehlo.subtract", full(b, t, shape, static_cast<double>(steps - 1)), i);
-  Value exponent =
-      select(b, compare(b, index, full(b, ElementType::kS64, shape, steps / 2), "LT"),
-             binary(b, "stablehlo.add", start, binary(b, "stablehlo.multiply", step, i)),
-             binary(b, "stablehlo.subtract", end, binary(b, "stablehlo.multiply", step, back)));
+  Value exponent = linspace(b, {v[0], v[1]}, Attrs().set_type("type", t).set("shape", shape))[0];
   return tensor_power(b, splat(b, v[2], t, shape), exponent);
 }
 
